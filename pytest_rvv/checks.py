@@ -1,0 +1,32 @@
+"""The checks the suites perform, as plain functions over an RvvSession."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_rvv.compare.agreement import Agreement, compare
+from pytest_rvv.compile.compiler import Artifact
+from pytest_rvv.model.model import Model
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.session import RvvSession
+from pytest_rvv.targets import Target
+
+
+def check_compiles(session: RvvSession, model: Model, target: Target) -> Artifact:
+    """Compile ``model`` for ``target`` (through the cache); raises CompileFailed."""
+    artifact = session.artifact(model, target)
+    assert artifact.size_bytes > 0, f"{artifact.path} is empty"
+    return artifact
+
+
+def check_agreement(session: RvvSession, model: Model, runner: Runner, workdir: Path) -> Agreement:
+    """Run ``model`` with ``runner`` and assert its outputs agree with onnxruntime's."""
+    target = runner.target
+    artifact = session.artifact(model, target)
+    reference = session.reference(model)
+    outcome = runner.run(artifact, reference.inputs, workdir, len(reference.outputs), session.settings.timeout_s)
+    agreement = compare(outcome.outputs, reference.outputs, model.tolerance)
+    assert agreement.ok, (
+        f"{model.name} on {target.name} disagrees with onnxruntime\n{agreement.report()}\nrepro: {outcome.repro}"
+    )
+    return agreement

@@ -1,0 +1,1 @@
+"""Compare stage: onnxruntime reference outputs and numeric agreement."""

@@ -1,0 +1,95 @@
+"""Numeric agreement between a module's outputs and the reference outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pytest_rvv.model.model import Tolerance
+
+WORST_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class OutputAgreement:
+    """How one output tensor compares: error maxima, mismatch count and the worst elements."""
+
+    index: int
+    shape: tuple[int, ...]
+    max_abs: float
+    max_rel: float
+    mismatches: int
+    size: int
+    worst: list[tuple[tuple[int, ...], float, float]] = field(default_factory=list)  # (index, actual, expected)
+    problem: str = ""  # shape/dtype/NaN issue that makes element errors meaningless
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem and self.mismatches == 0
+
+    def describe(self) -> str:
+        if self.problem:
+            return f"output {self.index}: {self.problem}"
+        share = 100.0 * self.mismatches / max(self.size, 1)
+        text = (f"output {self.index} {list(self.shape)}: max abs err {self.max_abs:.3g}, max rel err "
+                f"{self.max_rel:.3g}, {self.mismatches}/{self.size} elements mismatch ({share:.2f}%)")
+        if self.worst and self.mismatches:
+            text += "\n  worst: " + "; ".join(
+                f"{list(i)} got {a:.6g} want {e:.6g}" for i, a, e in self.worst)
+        return text
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Comparison of every output, with the tolerance that was applied."""
+
+    outputs: list[OutputAgreement]
+    tolerance: Tolerance
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+    @property
+    def max_abs(self) -> float:
+        return max((o.max_abs for o in self.outputs), default=0.0)
+
+    def report(self) -> str:
+        head = f"tolerance atol={self.tolerance.atol:g} rtol={self.tolerance.rtol:g}"
+        return "\n".join([head, *(o.describe() for o in self.outputs)])
+
+
+def compare(actual: list[np.ndarray], expected: list[np.ndarray], tolerance: Tolerance) -> Agreement:
+    """Compare outputs elementwise: mismatch when ``|a - e| > atol + rtol * |e|`` (NaN vs NaN agrees)."""
+    if len(actual) != len(expected):
+        problem = f"got {len(actual)} outputs, onnxruntime gave {len(expected)}"
+        return Agreement([OutputAgreement(0, (), np.inf, np.inf, 1, 1, problem=problem)], tolerance)
+    return Agreement([_compare_one(i, a, e, tolerance) for i, (a, e) in
+                      enumerate(zip(actual, expected, strict=True))], tolerance)
+
+
+def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> OutputAgreement:
+    shape = tuple(expected.shape)
+    if actual.shape != expected.shape:
+        return OutputAgreement(index, shape, np.inf, np.inf, expected.size, expected.size,
+                               problem=f"shape {list(actual.shape)} != expected {list(shape)}")
+    if actual.dtype.kind != expected.dtype.kind:
+        return OutputAgreement(index, shape, np.inf, np.inf, expected.size, expected.size,
+                               problem=f"dtype {actual.dtype} != expected {expected.dtype}")
+    a = actual.astype(np.float64)
+    e = expected.astype(np.float64)
+    both_nan = np.isnan(a) & np.isnan(e)
+    diff = np.where(both_nan, 0.0, np.abs(a - e))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    rel = diff / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
+    bad = diff > tol.atol + tol.rtol * np.abs(e)
+    order = np.argsort(diff, axis=None, kind="stable")[::-1][:WORST_SHOWN]
+    worst = [(tuple(int(x) for x in np.unravel_index(i, shape)), float(a.flat[i]), float(e.flat[i]))
+             for i in order if bad.flat[i]]
+    return OutputAgreement(
+        index=index, shape=shape,
+        max_abs=float(diff.max()) if diff.size else 0.0,
+        max_rel=float(rel.max()) if diff.size else 0.0,
+        mismatches=int(bad.sum()), size=int(expected.size), worst=worst,
+    )

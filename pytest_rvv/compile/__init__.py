@@ -1,0 +1,1 @@
+"""Compile stage: ONNX -> MLIR (iree-import-onnx) -> module (iree-compile), cached by content."""

@@ -1,0 +1,134 @@
+"""Import and compile through the content-addressed cache, yielding Artifacts."""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_rvv.compile.toolchain import Toolchain
+from pytest_rvv.errors import CompileFailed, first_lines, tail
+from pytest_rvv.process import run_process
+from pytest_rvv.store import Store, digest, file_sha256
+from pytest_rvv.targets import HOST, Target
+
+COMPILE_TIMEOUT_S = 1800.0
+_FUNC = re.compile(r'func\.func @"?([^"(\s]+)"?\(')
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A compiled IREE module (.vmfb) for one model on one target."""
+
+    model: str
+    target: Target
+    path: Path
+    function: str
+    key: str
+    flags: tuple[str, ...]
+    compiler_version: str
+    compile_s: float  # time the compile took when it was built (not this lookup)
+    reused: bool
+
+    @property
+    def size_bytes(self) -> int:
+        return self.path.stat().st_size
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    """MLIR imported from a prepared .onnx, plus the entry function's name."""
+
+    path: Path
+    function: str
+    sha256: str
+
+
+class Compiler:
+    """Turns prepared .onnx files into Artifacts, caching every stage in ``store``."""
+
+    def __init__(self, toolchain: Toolchain, store: Store) -> None:
+        self.toolchain = toolchain
+        self.store = store
+
+    def import_onnx(self, model_name: str, prepared: Path, opset: int) -> ImportedModel:
+        key = digest(["import-v1", file_sha256(prepared), str(opset), self.toolchain.compiler_version])
+
+        def build(tmp: Path) -> dict[str, object]:
+            out = tmp / "model.mlir"
+            argv = [self.toolchain.iree_import_onnx, prepared, "--opset-version", str(opset), "-o", out]
+            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S)
+            if not result.ok:
+                raise CompileFailed(
+                    f"iree-import-onnx failed on model {model_name!r} ({result.status()}): "
+                    f"{first_lines(result.stderr + result.stdout, 1)}",
+                    log=f"$ {result.command_line()}\n{tail(result.stderr, 40)}",
+                )
+            return {"model": model_name, "function": _entry_function(out), "import_s": round(result.wall_s, 3)}
+
+        entry = self.store.get_or_build("imports", key, build)
+        return ImportedModel(entry.file("model.mlir"), str(entry.meta["function"]), key)
+
+    def compile(self, model_name: str, imported: ImportedModel, target: Target) -> Artifact:
+        """Compile ``imported`` for ``target``; a compiler error is cached and re-raised."""
+        flags = target.compiler_flags()
+        machine = [platform.processor() or platform.machine(), _host_cpu_model()] if target.arch == HOST else []
+        key = digest(["compile-v1", imported.sha256, self.toolchain.compiler_version, *flags, *machine])
+
+        def build(tmp: Path) -> dict[str, object]:
+            out = tmp / "module.vmfb"
+            argv = [self.toolchain.iree_compile, imported.path, *flags, "-o", out]
+            start = time.perf_counter()
+            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S)
+            elapsed = round(time.perf_counter() - start, 3)
+            meta: dict[str, object] = {
+                "model": model_name, "target": target.name, "flags": flags,
+                "compiler_version": self.toolchain.compiler_version, "compile_s": elapsed,
+                "command": result.command_line(),
+            }
+            if result.ok:
+                return meta | {"status": "ok"}
+            if result.timed_out or result.returncode < 0:  # not deterministic: do not cache
+                raise CompileFailed(
+                    f"iree-compile {result.status()} on model {model_name!r} for target {target.name!r}",
+                    log=f"$ {result.command_line()}\n{tail(result.stderr, 40)}",
+                )
+            out.unlink(missing_ok=True)
+            (tmp / "compile.log").write_text(result.stderr[-20000:])
+            return meta | {"status": "failed", "error": first_lines(result.stderr, 3)}
+
+        entry = self.store.get_or_build("compile", key, build)
+        meta = entry.meta
+        if meta["status"] != "ok":
+            log = entry.file("compile.log").read_text()
+            raise CompileFailed(
+                f"iree-compile rejected model {model_name!r} for target {target.name!r}: "
+                f"{str(meta['error']).splitlines()[0]}",
+                log=f"$ {meta['command']}\n{meta['error']}\n--- log tail ---\n{tail(log, 30)}",
+            )
+        return Artifact(
+            model=model_name, target=target, path=entry.file("module.vmfb"), function=imported.function,
+            key=key, flags=tuple(flags), compiler_version=self.toolchain.compiler_version,
+            compile_s=float(meta["compile_s"]), reused=not entry.created,
+        )
+
+
+def _entry_function(mlir: Path) -> str:
+    with mlir.open(errors="replace") as f:
+        for line in f:
+            if match := _FUNC.search(line):
+                return match.group(1)
+    raise CompileFailed(f"{mlir}: no func.func in the imported MLIR; the ONNX graph may be empty")
+
+
+def _host_cpu_model() -> str:
+    """The host CPU's model name and feature flags: a host build is only valid on the same CPU."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    wanted = [next((ln for ln in lines if ln.startswith(key)), "") for key in ("model name", "flags")]
+    return json.dumps(wanted)

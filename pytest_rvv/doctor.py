@@ -1,0 +1,135 @@
+"""``pytest-rvv doctor``: what is installed, what is missing, and the command that fixes it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from pytest_rvv.compile.toolchain import find_toolchain
+from pytest_rvv.errors import RvvError
+from pytest_rvv.run.qemu import find_qemu
+from pytest_rvv.run.runtimes import AARCH64_SYSROOT, AARCH64_WHEEL_PLATFORM, host_runtime
+from pytest_rvv.session import RvvSession
+from pytest_rvv.settings import Settings
+from pytest_rvv.targets import AARCH64, RISCV64, Target
+from pytest_rvv.tools import find_executable, version_output
+
+SETUP = "bash scripts/setup.sh"
+PACKAGES = ("pytest", "pytest-xdist", "pytest-benchmark", "syrupy", "iree-base-compiler",
+            "iree-base-runtime", "onnx", "onnxruntime", "numpy", "filelock")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the doctor's report."""
+
+    name: str
+    ok: bool
+    detail: str  # version and location, or what is wrong
+    fix: str = ""
+    required: bool = True  # False: only some tests need it; they skip without it
+
+    def render(self) -> str:
+        status = "ok" if self.ok else ("MISSING" if self.required else "absent")
+        line = f"{status:8} {self.name:27} {self.detail}"
+        return f"{line}\n{'':8} {'':27} fix: {self.fix}" if not self.ok and self.fix else line
+
+
+def _probe(name: str, check: Callable[[], str], fix: str, required: bool = True) -> Finding:
+    try:
+        return Finding(name, True, check(), required=required)
+    except RvvError as exc:
+        return Finding(name, False, str(exc), fix, required)
+
+
+def diagnose(settings: Settings) -> Iterator[Finding]:
+    """Every check, in pipeline order."""
+    for package in PACKAGES:
+        try:
+            yield Finding(f"python: {package}", True, version(package))
+        except PackageNotFoundError:
+            yield Finding(f"python: {package}", False, "not installed", f"{SETUP} python")
+
+    def compiler() -> str:
+        tc = find_toolchain()
+        return f"{tc.compiler_version} ({tc.iree_compile})"
+
+    yield _probe("iree-compile", compiler, f"{SETUP} python")
+    yield _probe("iree-import-onnx", lambda: str(find_toolchain().iree_import_onnx), f"{SETUP} python")
+    yield _probe("iree-run-module (host)", lambda: str(host_runtime().executable), f"{SETUP} python")
+
+    for arch in (RISCV64, AARCH64):
+        def qemu(arch: str = arch) -> str:
+            q = find_qemu(arch, settings.qemu_dir)
+            plugins = "TCG plugins load" if q.supports_plugins else "NO plugin support (static build)"
+            return f"{q.version_text}, {plugins} ({q.path})"
+
+        yield _probe(f"qemu-{arch}", qemu, f"{SETUP} qemu")
+    for arch in (RISCV64, AARCH64):
+        tool = f"{arch}-linux-gnu-objdump"
+        path = find_executable(tool)
+        detail = f"{version_output(path).splitlines()[0]} ({path})" if path else "not found"
+        yield Finding(tool, path is not None, detail, f"apt-get install binutils-{arch}-linux-gnu")
+    libs = [AARCH64_SYSROOT / "lib" / n for n in ("ld-linux-aarch64.so.1", "libstdc++.so.6")]
+    missing = [str(p) for p in libs if not p.exists()]
+    detail = "missing " + ", ".join(missing) if missing else str(AARCH64_SYSROOT)
+    yield Finding("arm64 cross libraries", not missing, detail,
+                  "apt-get install libc6-arm64-cross libstdc++6-arm64-cross")
+    yield from _runtimes(settings)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    yield Finding("C compiler (QEMU plugin)", cc is not None, cc or "not found", "apt-get install gcc", required=False)
+    yield _cache_dir(settings.cache_dir)
+
+
+def _runtimes(settings: Settings) -> Iterator[Finding]:
+    session = RvvSession(settings)
+    try:
+        release = session.toolchain.release
+    except RvvError:
+        return
+    cached = any(Path(settings.cache_dir, "wheels").rglob("iree-run-module"))
+    yield Finding(
+        "iree-run-module (aarch64)", True,
+        f"iree-base-runtime=={release} {AARCH64_WHEEL_PLATFORM} wheel, "
+        + ("in the cache" if cached else "downloaded with pip at first use"),
+    )
+    if settings.runtime_riscv64 is None:
+        yield Finding("iree-run-module (riscv64)", False, "not configured: riscv64 execution tests will skip",
+                      "--rvv-runtime-riscv64=PATH or PYTEST_RVV_RUNTIME_RISCV64=PATH (an iree-run-module "
+                      "cross-built for riscv64-linux-gnu)", required=False)
+        return
+    probe_target = next((t for t in settings.targets if t.arch == RISCV64), None) or Target("probe", RISCV64)
+
+    def check() -> str:
+        session.runner(probe_target)
+        return f"{settings.runtime_riscv64} ran the probe module for {probe_target.name}"
+
+    yield _probe("iree-run-module (riscv64)", check, "use a riscv64 iree-run-module built from the same IREE "
+                 "release as iree-compile", required=False)
+
+
+def _cache_dir(path: Path) -> Finding:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        writable = os.access(path, os.W_OK)
+    except OSError:
+        writable = False
+    return Finding("cache directory", writable, str(path) + ("" if writable else " is not writable"),
+                   "--rvv-cache-dir=DIR or PYTEST_RVV_CACHE_DIR=DIR")
+
+
+def run_doctor(settings: Settings) -> int:
+    findings = list(diagnose(settings))
+    for finding in findings:
+        print(finding.render())
+    blocking = [f for f in findings if f.required and not f.ok]
+    if blocking:
+        print(f"\n{len(blocking)} required item(s) missing: `pytest suites/` cannot run; "
+              f"`{SETUP}` installs everything on Debian 12")
+        return 1
+    print("\nready: `pytest suites/ -n auto` can run")
+    return 0

@@ -1,0 +1,55 @@
+"""Errors pytest-rvv raises. Each renders as one line naming the thing and the fix."""
+
+from __future__ import annotations
+
+
+class RvvError(Exception):
+    """Base class: ``str(error)`` is a single line fit to show a user."""
+
+
+class ConfigError(RvvError):
+    """A bad option, pyproject entry or config file."""
+
+
+class ToolMissing(RvvError):
+    """A required external tool (QEMU, runtime, binutils...) is not available."""
+
+
+class RuntimeNotProvided(ToolMissing):
+    """No runtime exists for an architecture unless the user supplies one (riscv64): a skip."""
+
+
+class ModelError(RvvError):
+    """A model file is missing, corrupt or cannot be prepared."""
+
+
+class CompileFailed(RvvError):
+    """iree-import-onnx or iree-compile rejected a model."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+class RunFailed(RvvError):
+    """A compiled module crashed, timed out or exited non-zero."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class RuntimeMismatch(RvvError):
+    """A runtime cannot load modules of the installed compiler (bytecode version mismatch)."""
+
+
+def first_lines(text: str, count: int = 5, *, pattern: str = "error") -> str:
+    """The first ``count`` lines of ``text`` that mention ``pattern`` (or the first lines at all)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    hits = [line for line in lines if pattern in line.lower()]
+    return "\n".join((hits or lines)[:count])
+
+
+def tail(text: str, count: int = 20) -> str:
+    """The last ``count`` lines of ``text``."""
+    return "\n".join(text.splitlines()[-count:])

@@ -1,0 +1,1 @@
+"""Model stage: sources, preparation, inputs and the registry of built-in models."""

@@ -1,0 +1,134 @@
+"""pytest hooks and fixtures of pytest-rvv (registered through the ``pytest11`` entry point).
+
+Thin by design: options become Settings, Settings become an RvvSession, and tests asking for
+``rvv_model`` / ``rvv_target`` are parametrized over the selected models and targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
+from pytest_rvv.expectations import load_expected_failures
+from pytest_rvv.model.model import Model
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.session import RvvSession
+from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
+from pytest_rvv.targets import Target
+
+SESSION_KEY = pytest.StashKey[RvvSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rvv", "pytest-rvv: IREE on RISC-V regression testing")
+    for option in OPTIONS:
+        env = f" [env: {option.env}]" if option.env else ""
+        group.addoption(option.flag, dest=option.dest, default=None, metavar=option.metavar,
+                        help=f"{option.help}{env} [ini: {option.ini}; pyproject [tool.pytest_rvv] {option.key}]")
+        parser.addini(option.ini, help=f"pytest-rvv: {option.help}", default=None)
+
+
+def _settings(config: pytest.Config) -> Settings:
+    root = config.rootpath
+    inipath = config.inipath
+    ini_dir = inipath.parent if inipath else root
+    pyproject = inipath if inipath and inipath.name == "pyproject.toml" else root / "pyproject.toml"
+
+    def lookup(option: Option) -> tuple[Any, Path] | None:
+        cli = config.getoption(option.dest)
+        if cli not in (None, ""):
+            return cli, config.invocation_params.dir
+        ini = config.getini(option.ini)
+        return (ini, ini_dir) if ini not in (None, "", []) else None
+
+    return Settings.resolve(lookup, read_pyproject_table(pyproject), ini_dir)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "rvv_check(name): the pytest-rvv check a test performs "
+                                       "(compile or agreement), used to apply expected failures")
+    config.addinivalue_line("markers", "slow: a model or test that takes long under emulation")
+    try:
+        settings = _settings(config)
+        expected = load_expected_failures(settings.expected_failures, settings.known_targets,
+                                          settings.known_models)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[SESSION_KEY] = RvvSession(settings, expected)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = config.stash[SESSION_KEY]
+    settings = session.settings
+    try:
+        compiler = session.toolchain.compiler_version
+    except ToolMissing as exc:
+        compiler = str(exc)
+    runtime = str(settings.runtime_riscv64) if settings.runtime_riscv64 else "none (riscv64 execution tests skip)"
+    targets = ", ".join(t.name for t in settings.targets)
+    models = ", ".join(m.name for m in settings.models)
+    return [
+        f"rvv: targets {targets}; models {models}",
+        f"rvv: {compiler}; cache {settings.cache_dir}; riscv64 runtime {runtime}",
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    settings = metafunc.config.stash[SESSION_KEY].settings
+    if "rvv_model" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "rvv_model",
+            [pytest.param(m, id=m.name, marks=[getattr(pytest.mark, mark) for mark in m.marks])
+             for m in settings.models],
+        )
+    if "rvv_target" in metafunc.fixturenames:
+        metafunc.parametrize("rvv_target", settings.targets, ids=[t.name for t in settings.targets])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Apply strict expected failures to the tests whose check they affect."""
+    expected = config.stash[SESSION_KEY].expected_failures
+    for item in items:
+        marker = item.get_closest_marker("rvv_check")
+        params = getattr(item, "callspec", None)
+        if marker is None or params is None or not marker.args:
+            continue
+        model, target = params.params.get("rvv_model"), params.params.get("rvv_target")
+        if not isinstance(model, Model) or not isinstance(target, Target):
+            continue
+        entry = expected.get((target.name, model.name))
+        if entry is not None and entry.applies_to(marker.args[0]):
+            item.add_marker(pytest.mark.xfail(
+                strict=True, raises=entry.raises,
+                reason=f"expected {entry.phase} failure on {target.name}: {entry.reason}",
+            ))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """Show pytest-rvv errors as their one-line message plus details, not as a traceback."""
+    report = yield
+    excinfo = call.excinfo
+    if report.failed and excinfo is not None and isinstance(excinfo.value, RvvError):
+        details = getattr(excinfo.value, "details", "") or getattr(excinfo.value, "log", "")
+        report.longrepr = f"{type(excinfo.value).__name__}: {excinfo.value}" + (f"\n{details}" if details else "")
+    return report
+
+
+@pytest.fixture(scope="session")
+def rvv_session(request: pytest.FixtureRequest) -> RvvSession:
+    """The pytest-rvv pipeline for this session (settings, cache, compiler, runners)."""
+    return request.config.stash[SESSION_KEY]
+
+
+@pytest.fixture
+def rvv_runner(rvv_session: RvvSession, rvv_target: Target) -> Runner:
+    """A checked runner for ``rvv_target``; skips when no runtime can exist without the user."""
+    try:
+        return rvv_session.runner(rvv_target)
+    except RuntimeNotProvided as exc:
+        pytest.skip(str(exc))

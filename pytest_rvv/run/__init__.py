@@ -1,0 +1,1 @@
+"""Run stage: runtimes, emulators and the process runner."""

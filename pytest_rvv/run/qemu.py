@@ -1,0 +1,74 @@
+"""QEMU user-mode emulators: discovery, version and plugin-support checks."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_rvv.errors import ToolMissing
+from pytest_rvv.tools import find_executable, parse_version, version_output
+
+MIN_VERSION = (9, 0)
+SETUP_HINT = "run 'bash scripts/setup.sh qemu' (builds QEMU 10.0.2 with plugins) or pass --rvv-qemu-dir"
+
+
+def default_tools_dir() -> Path:
+    """Where scripts/setup.sh puts QEMU: $PYTEST_RVV_TOOLS_DIR or ~/.cache/pytest-rvv/tools."""
+    if env := os.environ.get("PYTEST_RVV_TOOLS_DIR"):
+        return Path(env)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "pytest-rvv" / "tools"
+
+
+@dataclass(frozen=True)
+class Qemu:
+    """One ``qemu-<arch>`` binary with its version."""
+
+    arch: str
+    path: Path
+    version: tuple[int, ...]
+
+    @property
+    def version_text(self) -> str:
+        return ".".join(map(str, self.version))
+
+    @functools.cached_property
+    def supports_plugins(self) -> bool:
+        """Static Debian builds reject ``-plugin``; plugin-capable ones fail to load a missing file."""
+        proc = subprocess.run([str(self.path), "-plugin", "/nonexistent/pytest-rvv-probe.so", "/bin/true"],
+                              capture_output=True, text=True, timeout=60)
+        return "Could not load plugin" in proc.stderr or "could not load" in proc.stderr.lower()
+
+
+def qemu_search_dirs(explicit: Path | None) -> list[Path]:
+    if explicit is not None:
+        return [explicit]
+    tools = default_tools_dir()
+    builds = sorted(tools.glob("qemu-*/bin"), key=lambda p: parse_version(p.parent.name), reverse=True)
+    return builds
+
+
+@functools.cache
+def find_qemu(arch: str, explicit_dir: Path | None = None) -> Qemu:
+    """The newest usable ``qemu-<arch>``: ``explicit_dir``, the setup script's build, then PATH."""
+    name = f"qemu-{arch}"
+    if explicit_dir is not None:
+        candidate = explicit_dir / name
+        if not candidate.is_file():
+            raise ToolMissing(f"--rvv-qemu-dir {explicit_dir}: no {name} there")
+        path: Path | None = candidate
+    else:
+        path = find_executable(name, *qemu_search_dirs(None))
+    if path is None:
+        raise ToolMissing(f"{name} not found; {SETUP_HINT}")
+    version = parse_version(version_output(path))
+    if version < MIN_VERSION:
+        shown = ".".join(map(str, version)) or "unknown"
+        raise ToolMissing(
+            f"{path} is QEMU {shown}; RVV work needs QEMU >= 9 (7.2 lacks riscv_hwprobe and crashes "
+            f"on RVV code): {SETUP_HINT}"
+        )
+    return Qemu(arch, path, version)

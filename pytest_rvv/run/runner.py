@@ -1,0 +1,116 @@
+"""Runner: executes an Artifact with iree-run-module, natively or under QEMU user mode."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pytest_rvv.compile.compiler import Artifact
+from pytest_rvv.errors import ConfigError, RunFailed, tail
+from pytest_rvv.process import ProcessResult, run_process
+from pytest_rvv.run.qemu import Qemu
+from pytest_rvv.run.runtimes import Runtime
+from pytest_rvv.targets import Target
+
+# Why a signal most likely happened, for the one-line failure message.
+_SIGNAL_HINTS = {
+    "SIGILL": "an instruction the emulated CPU lacks (vector code on a scalar target, or vlen too small?)",
+    "SIGSEGV": "a memory fault in the runtime or the generated code",
+    "SIGBUS": "a misaligned or out-of-range memory access",
+    "SIGKILL": "killed (out of memory, or the timeout)",
+    "SIGABRT": "an assertion or abort in the runtime or the emulator",
+}
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A successful run: the outputs plus the process measurements and the repro command."""
+
+    outputs: list[np.ndarray]
+    process: ProcessResult
+    repro: str
+
+
+class Runner:
+    """Runs modules compiled for ``target`` with ``runtime``, under ``qemu`` unless on the host."""
+
+    def __init__(self, target: Target, runtime: Runtime, qemu: Qemu | None) -> None:
+        if target.is_emulated and qemu is None:
+            raise ConfigError(f"target {target.name!r} needs qemu-{target.arch}")
+        target.check_emulator_vlen()
+        self.target = target
+        self.runtime = runtime
+        self.qemu = qemu
+
+    @property
+    def where(self) -> str:
+        if self.qemu is None:
+            return "natively"
+        return f"under qemu-{self.qemu.arch} {self.qemu.version_text} -cpu {self.target.emulator_cpu}"
+
+    def prefix(self) -> list[str]:
+        """The emulator part of the command line (empty on the host)."""
+        if self.qemu is None:
+            return []
+        argv = [str(self.qemu.path), "-cpu", self.target.emulator_cpu]
+        if self.runtime.sysroot is not None:
+            argv += ["-L", str(self.runtime.sysroot)]
+        return argv
+
+    def command(self, module: Path, function: str, inputs: list[Path], outputs: list[Path],
+                extra: tuple[str, ...] = ()) -> list[str]:
+        argv = [*self.prefix(), str(self.runtime.executable), "--device=local-sync",
+                f"--module={module}", f"--function={function}"]
+        argv += [f"--input=@{p}" for p in inputs]
+        argv += [f"--output=@{p}" for p in outputs]
+        return argv + list(extra)
+
+    def run(self, artifact: Artifact, inputs: list[np.ndarray], workdir: Path, num_outputs: int,
+            timeout_s: float | None) -> RunOutcome:
+        """Run ``artifact`` on ``inputs``; raise RunFailed with a one-line reason and a repro."""
+        if artifact.target != self.target:
+            raise ConfigError(
+                f"module for {artifact.target.name!r} cannot run on the {self.target.name!r} runner "
+                f"(its emulated CPU may not match what the module was compiled for)"
+            )
+        workdir.mkdir(parents=True, exist_ok=True)
+        in_paths = [workdir / f"input_{i}.npy" for i in range(len(inputs))]
+        out_paths = [workdir / f"output_{i}.npy" for i in range(num_outputs)]
+        for path, array in zip(in_paths, inputs, strict=True):
+            np.save(path, array)
+        for path in out_paths:
+            path.unlink(missing_ok=True)
+        argv = self.command(artifact.path, artifact.function, in_paths, out_paths)
+        result = run_process(argv, timeout_s=timeout_s)
+        repro = shlex.join(argv)
+        what = f"{artifact.model} for {self.target.name} {self.where}"
+        if not result.ok:
+            raise RunFailed(
+                f"iree-run-module {result.status()} running {what}{_hint(result)}",
+                details=_details(result, repro),
+            )
+        missing = [p.name for p in out_paths if not p.is_file()]
+        if missing:
+            raise RunFailed(f"iree-run-module wrote no {', '.join(missing)} running {what}",
+                            details=_details(result, repro))
+        return RunOutcome([np.load(p) for p in out_paths], result, repro)
+
+
+def _hint(result: ProcessResult) -> str:
+    if result.timed_out:
+        return " (raise --rvv-timeout if the model is just slow)"
+    if name := result.signal_name:
+        return f": {_SIGNAL_HINTS.get(name, 'crashed')}"
+    lines = [ln.strip() for ln in result.stderr.splitlines() if ln.strip()]
+    return f": {lines[-1]}" if lines else ""
+
+
+def _details(result: ProcessResult, repro: str) -> str:
+    return (
+        f"repro: {repro}\n"
+        f"--- stderr (tail) ---\n{tail(result.stderr, 25)}\n"
+        f"--- stdout (tail) ---\n{tail(result.stdout, 10)}"
+    )

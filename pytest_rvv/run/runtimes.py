@@ -1,0 +1,82 @@
+"""IREE runtimes (``iree-run-module``) per architecture.
+
+- host: the native binary inside the installed iree-base-runtime package;
+- aarch64: the binary from the aarch64 iree-base-runtime wheel of exactly the compiler's
+  release, downloaded with pip into the cache, run under qemu-aarch64 with Debian's arm64
+  cross libraries;
+- riscv64: no registry ships one, so the user supplies a riscv64 build of iree-run-module.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.store import Store
+from pytest_rvv.targets import AARCH64, HOST, RISCV64
+from pytest_rvv.wheels import fetch_from_wheel
+
+AARCH64_SYSROOT = Path("/usr/aarch64-linux-gnu")
+AARCH64_WHEEL_PLATFORM = "manylinux_2_28_aarch64"
+RISCV64_HINT = (
+    "pass --rvv-runtime-riscv64=PATH (or set PYTEST_RVV_RUNTIME_RISCV64) to an iree-run-module "
+    "built for riscv64-linux-gnu"
+)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """An ``iree-run-module`` executable for one architecture, with its sysroot for QEMU ``-L``."""
+
+    arch: str
+    executable: Path
+    sysroot: Path | None
+    origin: str  # where it came from, for reports and doctor
+
+
+def host_runtime() -> Runtime:
+    try:
+        import iree._runtime_libs as libs  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise ToolMissing("iree-base-runtime is not installed; pip install iree-base-runtime") from exc
+    exe = Path(libs.__file__).parent / "iree-run-module"
+    if not exe.is_file():
+        raise ToolMissing(f"{exe} missing; reinstall iree-base-runtime")
+    return Runtime(HOST, exe, None, "iree-base-runtime (host)")
+
+
+def aarch64_runtime(store: Store, release: str) -> Runtime:
+    """The aarch64 iree-run-module of iree-base-runtime==``release``, fetched once into the cache."""
+    if not (AARCH64_SYSROOT / "lib" / "ld-linux-aarch64.so.1").exists():
+        raise ToolMissing(
+            f"{AARCH64_SYSROOT} has no arm64 libc; apt-get install libc6-arm64-cross libstdc++6-arm64-cross "
+            "(or run scripts/setup.sh system)"
+        )
+    requirement = f"iree-base-runtime=={release}"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    entry = fetch_from_wheel(
+        store, requirement, {"iree-run-module": "iree/_runtime_libs/iree-run-module"},
+        platform=AARCH64_WHEEL_PLATFORM, python_version=python, executable=("iree-run-module",),
+    )
+    return Runtime(AARCH64, entry.file("iree-run-module"), AARCH64_SYSROOT, f"{entry.meta['wheel']} (aarch64)")
+
+
+def riscv64_runtime(executable: Path | None, sysroot: Path | None) -> Runtime:
+    """The user's riscv64 iree-run-module; ToolMissing (a skip reason) when none was given."""
+    if executable is None:
+        raise RuntimeNotProvided(f"no riscv64 IREE runtime: {RISCV64_HINT}")
+    if not executable.is_file():
+        raise ConfigError(f"--rvv-runtime-riscv64 {executable}: no such file; {RISCV64_HINT}")
+    if sysroot is not None and not sysroot.is_dir():
+        raise ConfigError(f"--rvv-sysroot-riscv64 {sysroot}: no such directory")
+    return Runtime(RISCV64, executable, sysroot, f"user-supplied {executable}")
+
+
+def runtime_for(arch: str, store: Store, release: str, riscv64: Path | None, riscv64_sysroot: Path | None) -> Runtime:
+    if arch == HOST:
+        return host_runtime()
+    if arch == AARCH64:
+        return aarch64_runtime(store, release)
+    return riscv64_runtime(riscv64, riscv64_sysroot)

@@ -1,0 +1,133 @@
+"""RvvSession: the pipeline (model -> compile -> run -> compare) for one test session.
+
+Plain object used by the pytest plugin's fixtures and by the ``pytest-rvv`` command. Results and
+errors are memoised per process, so a model compiled for the compile test is reused by the
+agreement test; across processes (xdist workers, later sessions) the on-disk store is shared.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pytest_rvv.compare.reference import onnxruntime_outputs
+from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
+from pytest_rvv.compile.toolchain import Toolchain, find_toolchain
+from pytest_rvv.errors import RunFailed, RuntimeMismatch
+from pytest_rvv.expectations import ExpectedFailure
+from pytest_rvv.model.model import Model
+from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
+from pytest_rvv.run.qemu import Qemu, find_qemu
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.run.runtimes import Runtime, runtime_for
+from pytest_rvv.settings import Settings
+from pytest_rvv.store import Store, digest
+from pytest_rvv.targets import HOST, Target
+
+# A tiny module that every runtime must run before real models are trusted to it.
+PROBE_MLIR = """\
+func.func @probe(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = arith.addf %a, %b : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+PROBE_TIMEOUT_S = 120.0
+_MISMATCH = re.compile(r"[^\n]*(?:version mismatch|signature mismatch)[^\n]*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Seeded inputs and onnxruntime's outputs for one model."""
+
+    prepared: Path
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
+
+
+class RvvSession:
+    """The pipeline with its settings, cache and memoised stages."""
+
+    def __init__(self, settings: Settings,
+                 expected_failures: dict[tuple[str, str], ExpectedFailure] | None = None) -> None:
+        self.settings = settings
+        self.store = Store(settings.cache_dir)
+        self.expected_failures = expected_failures or {}
+
+    @functools.cached_property
+    def toolchain(self) -> Toolchain:
+        return find_toolchain()
+
+    @functools.cached_property
+    def compiler(self) -> Compiler:
+        return Compiler(self.toolchain, self.store)
+
+    # model -> prepared -> imported -> artifact
+    @functools.cache  # noqa: B019 - the session lives as long as the pytest session
+    def prepared(self, model: Model) -> Path:
+        return prepare(model, self.settings.cache_dir)
+
+    @functools.cache  # noqa: B019
+    def imported(self, model: Model) -> ImportedModel:
+        return self.compiler.import_onnx(model.name, self.prepared(model), model.opset)
+
+    @functools.cache  # noqa: B019
+    def artifact(self, model: Model, target: Target) -> Artifact:
+        return self.compiler.compile(model.name, self.imported(model), target)
+
+    @functools.cache  # noqa: B019
+    def reference(self, model: Model) -> Reference:
+        path = self.prepared(model)
+        names = [i.name for i in graph_inputs(load_onnx(path))]
+        by_name = dict(zip([s.name for s in model.inputs], model.generate_inputs(), strict=True))
+        inputs = [by_name[n] for n in names]
+        return Reference(path, inputs, onnxruntime_outputs(path, names, inputs))
+
+    # run side
+    def qemu(self, arch: str) -> Qemu:
+        return find_qemu(arch, self.settings.qemu_dir)
+
+    @functools.cache  # noqa: B019
+    def runtime(self, arch: str) -> Runtime:
+        return runtime_for(arch, self.store, self.toolchain.release,
+                           self.settings.runtime_riscv64, self.settings.sysroot_riscv64)
+
+    @functools.cache  # noqa: B019
+    def runner(self, target: Target) -> Runner:
+        """A checked runner: its runtime has run the probe module for this target."""
+        qemu = None if target.arch == HOST else self.qemu(target.arch)
+        runner = Runner(target, self.runtime(target.arch), qemu)
+        self._probe(runner)
+        return runner
+
+    def _probe(self, runner: Runner) -> None:
+        key = digest(["probe-source", PROBE_MLIR])
+
+        def write_probe(tmp: Path) -> dict[str, object]:
+            (tmp / "probe.mlir").write_text(PROBE_MLIR)
+            return {"function": "probe"}
+
+        source = self.store.get_or_build("probe", key, write_probe)
+        imported = ImportedModel(source.file("probe.mlir"), "probe", key)
+        artifact = self.compiler.compile("probe", imported, runner.target)
+        a = np.arange(4, dtype=np.float32)
+        b = np.full(4, 0.5, dtype=np.float32)
+        with tempfile.TemporaryDirectory(prefix="pytest-rvv-probe-") as tmp:
+            try:
+                outcome = runner.run(artifact, [a, b], Path(tmp), 1, max(self.settings.timeout_s, PROBE_TIMEOUT_S))
+            except RunFailed as exc:
+                mismatch = _MISMATCH.search(exc.details)
+                if mismatch:
+                    raise RuntimeMismatch(
+                        f"{runner.runtime.origin} cannot load modules from {self.toolchain.compiler_version}: "
+                        f"{mismatch.group(0).strip()}; use a runtime built from the same IREE release"
+                    ) from exc
+                raise RunFailed(f"runtime check failed for target {runner.target.name}: {exc}",
+                                exc.details) from exc
+        if not np.array_equal(outcome.outputs[0], a + b):
+            raise RunFailed(f"runtime check for target {runner.target.name}: probe returned "
+                            f"{outcome.outputs[0].tolist()}, expected {(a + b).tolist()}", outcome.repro)

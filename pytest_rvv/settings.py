@@ -1,0 +1,190 @@
+"""Settings: pytest-rvv's options, read from the command line, environment and pyproject.toml.
+
+Precedence, highest first: command-line option, environment variable, ``[tool.pytest.ini_options]``
+(``rvv_*`` keys), ``[tool.pytest_rvv]`` table, built-in default.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_rvv.errors import ConfigError
+from pytest_rvv.model.manifest import model_from_table
+from pytest_rvv.model.model import Model
+from pytest_rvv.model.registry import BUILTIN_MODELS
+from pytest_rvv.targets import BUILTIN_TARGETS, Target, resolve_targets, target_from_table
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting, as a CLI flag, an ini key, a ``[tool.pytest_rvv]`` key and maybe an env var."""
+
+    name: str  # table key, e.g. "runtime-riscv64"
+    help: str
+    env: str | None = None
+    table_key: str | None = None  # defaults to ``name``
+    metavar: str = "VALUE"
+
+    @property
+    def flag(self) -> str:
+        return f"--rvv-{self.name}"
+
+    @property
+    def ini(self) -> str:
+        return "rvv_" + self.name.replace("-", "_")
+
+    @property
+    def dest(self) -> str:
+        return self.ini
+
+    @property
+    def key(self) -> str:
+        return self.table_key or self.name
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("targets", "comma-separated target names (default: all built-in targets)",
+           table_key="default-targets", metavar="NAMES"),
+    Option("models", "comma-separated model names (default: all registered models)",
+           table_key="default-models", metavar="NAMES"),
+    Option("runtime-riscv64", "iree-run-module built for riscv64-linux-gnu; without it riscv64 "
+           "execution tests skip", env="PYTEST_RVV_RUNTIME_RISCV64", metavar="PATH"),
+    Option("sysroot-riscv64", "riscv64 sysroot for a dynamically linked riscv64 runtime (QEMU -L)",
+           env="PYTEST_RVV_SYSROOT_RISCV64", metavar="DIR"),
+    Option("cache-dir", "compile/model/runtime cache (default: ~/.cache/pytest-rvv)",
+           env="PYTEST_RVV_CACHE_DIR", metavar="DIR"),
+    Option("timeout", f"seconds before an emulated run is killed (default: {DEFAULT_TIMEOUT_S:g})",
+           metavar="SECONDS"),
+    Option("qemu-dir", "directory holding qemu-riscv64 and qemu-aarch64 (default: the setup "
+           "script's build, then PATH)", env="PYTEST_RVV_QEMU_DIR", metavar="DIR"),
+    Option("expected-failures", "TOML file of expected failures per target "
+           "(default: baselines/expected-failures.toml)", metavar="FILE"),
+)
+BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-rvv"
+
+
+def read_pyproject_table(path: Path | None) -> dict[str, Any]:
+    """The ``[tool.pytest_rvv]`` table of ``path`` (empty when there is none)."""
+    if path is None or path.name != "pyproject.toml" or not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
+    table = data.get("tool", {}).get("pytest_rvv", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.pytest_rvv] must be a table")
+    known = {o.key for o in OPTIONS} | {"targets", "models"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) in [tool.pytest_rvv]: {', '.join(unknown)}; "
+                          f"allowed: {', '.join(sorted(known))}")
+    return table
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings for one session."""
+
+    root: Path
+    targets: tuple[Target, ...]
+    models: tuple[Model, ...]
+    known_targets: Mapping[str, Target]
+    known_models: Mapping[str, Model]
+    runtime_riscv64: Path | None
+    sysroot_riscv64: Path | None
+    cache_dir: Path
+    timeout_s: float
+    qemu_dir: Path | None
+    expected_failures: Path
+
+    @classmethod
+    def resolve(
+        cls, lookup: Callable[[Option], tuple[Any, Path] | None], table: Mapping[str, Any], root: Path
+    ) -> Settings:
+        """Build settings; ``lookup(option)`` gives the CLI or ini value with its base directory, or None."""
+
+        def sourced(name: str) -> tuple[Any, Path]:
+            """The value and the directory a relative path in it is relative to."""
+            option = BY_NAME[name]
+            found = lookup(option)
+            if found is not None and found[0] not in (None, "", []):
+                return found
+            if option.env and os.environ.get(option.env):
+                return os.environ[option.env], Path.cwd()
+            return table.get(option.key), root
+
+        def value(name: str) -> Any:
+            return sourced(name)[0]
+
+        def path(name: str) -> Path | None:
+            raw, base = sourced(name)
+            return None if raw in (None, "") else (base / Path(str(raw)).expanduser())
+
+        known_targets = dict(BUILTIN_TARGETS)
+        for tname, ttable in (table.get("targets") or {}).items():
+            if not isinstance(ttable, dict):
+                raise ConfigError(f"[tool.pytest_rvv.targets.{tname}] must be a table")
+            known_targets[tname] = target_from_table(tname, ttable, known_targets)
+        known_models = dict(BUILTIN_MODELS)
+        user_models = table.get("models") or {}
+        if not isinstance(user_models, dict):
+            raise ConfigError("[tool.pytest_rvv.models] must hold [tool.pytest_rvv.models.NAME] tables")
+        for mname, mtable in user_models.items():
+            known_models[mname] = model_from_table(mname, mtable, root)
+
+        targets = resolve_targets(_names(value("targets")) or list(known_targets), known_targets)
+        model_names = _names(value("models")) or list(known_models)
+        unknown = [n for n in model_names if n not in known_models]
+        if unknown:
+            raise ConfigError(f"--rvv-models: unknown model(s) {', '.join(unknown)}; "
+                              f"known: {', '.join(known_models)}")
+        raw_timeout = value("timeout")
+        try:
+            timeout = float(raw_timeout) if raw_timeout not in (None, "") else DEFAULT_TIMEOUT_S
+            if timeout <= 0:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ConfigError(f"--rvv-timeout: {raw_timeout!r} is not a positive number of seconds") from None
+        cache = path("cache-dir") or default_cache_dir()
+        runtime, sysroot = path("runtime-riscv64"), path("sysroot-riscv64")
+        if runtime is not None and not runtime.is_file():
+            raise ConfigError(f"--rvv-runtime-riscv64 {runtime}: no such file; give the path of an "
+                              "iree-run-module built for riscv64-linux-gnu")
+        if sysroot is not None and not sysroot.is_dir():
+            raise ConfigError(f"--rvv-sysroot-riscv64 {sysroot}: no such directory")
+        return cls(
+            root=root,
+            targets=tuple(targets),
+            models=tuple(known_models[n] for n in dict.fromkeys(model_names)),
+            known_targets=known_targets,
+            known_models=known_models,
+            runtime_riscv64=runtime,
+            sysroot_riscv64=sysroot,
+            cache_dir=cache,
+            timeout_s=timeout,
+            qemu_dir=path("qemu-dir"),
+            expected_failures=path("expected-failures") or root / "baselines" / "expected-failures.toml",
+        )
+
+
+def _names(raw: Any) -> list[str]:
+    if raw in (None, ""):
+        return []
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    if not isinstance(raw, list | tuple):
+        raise ConfigError(f"expected a comma-separated list of names, got {raw!r}")
+    return [str(n).strip() for n in raw if str(n).strip()]

@@ -1,0 +1,144 @@
+"""A content-addressed on-disk store, safe to share between processes (xdist workers, sessions).
+
+An entry is a directory ``ROOT/NAMESPACE/KK/KEY/`` holding files plus ``manifest.json``, which lists
+every file with its size and sha256 and carries free-form metadata. Entries are built in a private
+temporary directory and published with one atomic ``rename``, under a per-key file lock, so no
+reader ever sees a partial entry. An entry whose files do not match its manifest is corrupt: it is
+moved aside and rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+MANIFEST = "manifest.json"
+LOCK_TIMEOUT_S = 3600.0
+
+
+def digest(parts: Iterable[str | bytes]) -> str:
+    """sha256 over a sequence of parts, each length-prefixed so boundaries are unambiguous."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new content, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A published, verified store entry."""
+
+    path: Path
+    key: str
+    meta: dict[str, Any]
+    created: bool  # True when this call built it, False when it was reused
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+
+class Store:
+    """Content-addressed entries under ``root``; see the module docstring."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def entry_dir(self, namespace: str, key: str) -> Path:
+        return self.root / namespace / key[:2] / key
+
+    def lookup(self, namespace: str, key: str) -> Entry | None:
+        """The entry if it exists and verifies, else None (corrupt entries are not returned)."""
+        path = self.entry_dir(namespace, key)
+        meta = _verified_meta(path)
+        return None if meta is None else Entry(path, key, meta, created=False)
+
+    def get_or_build(
+        self,
+        namespace: str,
+        key: str,
+        build: Callable[[Path], dict[str, Any]],
+    ) -> Entry:
+        """Return the entry for ``key``, building it with ``build(tmpdir) -> meta`` if needed.
+
+        ``build`` writes its files into ``tmpdir`` and returns JSON-able metadata. If it raises,
+        nothing is published and the exception propagates.
+        """
+        found = self.lookup(namespace, key)
+        if found is not None:
+            return found
+        final = self.entry_dir(namespace, key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(final) + ".lock", timeout=LOCK_TIMEOUT_S):
+            found = self.lookup(namespace, key)
+            if found is not None:
+                return found
+            if final.exists():  # present but failed verification: corrupt
+                _discard(final)
+            tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key[:12]}.", suffix=".build"))
+            try:
+                meta = build(tmp)
+                files = {
+                    p.relative_to(tmp).as_posix(): {"size": p.stat().st_size, "sha256": file_sha256(p)}
+                    for p in sorted(tmp.rglob("*"))
+                    if p.is_file() and p.name != MANIFEST
+                }
+                manifest = {"key": key, "files": files, "meta": meta}
+                (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+                os.rename(tmp, final)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            return Entry(final, key, meta, created=True)
+
+
+def _verified_meta(path: Path) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+        for name, info in manifest["files"].items():
+            file = path / name
+            if file.stat().st_size != info["size"] or file_sha256(file) != info["sha256"]:
+                return None
+        return manifest["meta"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _discard(path: Path) -> None:
+    """Move a corrupt entry out of the way atomically, then delete it."""
+    trash = path.with_name(f".{path.name}.corrupt.{os.getpid()}")
+    os.rename(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Set up everything pytest-rvv needs on Debian 12 (bookworm), idempotently.
+#
+#   bash scripts/setup.sh            # system packages, QEMU 10 with plugins, .venv with pytest-rvv
+#   bash scripts/setup.sh system     # only apt packages
+#   bash scripts/setup.sh qemu       # only the plugin-capable QEMU build
+#   bash scripts/setup.sh python     # only the virtual environment
+#
+# QEMU >= 9 is required for RVV work (Debian 12's 7.2 lacks riscv_hwprobe and crashes on RVV code),
+# and Debian's newer qemu-user packages are static builds that cannot load TCG plugins. So this
+# script builds QEMU 10.0.2 from Debian's own bookworm-backports source tarball (~3 min on 2 cores)
+# into $PYTEST_RVV_TOOLS_DIR (default ~/.cache/pytest-rvv/tools), where pytest-rvv finds it.
+set -euo pipefail
+
+QEMU_VERSION=10.0.2
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TOOLS_DIR=${PYTEST_RVV_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pytest-rvv/tools}
+QEMU_PREFIX=$TOOLS_DIR/qemu-$QEMU_VERSION
+VENV=${PYTEST_RVV_VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-python3}
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+log() { printf '[setup] %s\n' "$*"; }
+
+setup_system() {
+    local sources=/etc/apt/sources.list.d/pytest-rvv-bookworm-backports.sources
+    if [ ! -f "$sources" ]; then
+        log "adding bookworm-backports (deb and deb-src) as $sources"
+        $SUDO tee "$sources" >/dev/null <<'SRC'
+Types: deb deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    fi
+    log "apt-get update"
+    $SUDO apt-get update -qq
+    log "installing cross binutils, arm64 cross runtime libraries and QEMU build dependencies"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        binutils-riscv64-linux-gnu binutils-aarch64-linux-gnu \
+        libc6-arm64-cross libstdc++6-arm64-cross \
+        gcc libc6-dev make pkg-config ninja-build libglib2.0-dev xz-utils dpkg-dev \
+        python3-venv python3-dev >/dev/null
+}
+
+setup_qemu() {
+    if [ -x "$QEMU_PREFIX/bin/qemu-riscv64" ] && [ -x "$QEMU_PREFIX/bin/qemu-aarch64" ] \
+        && [ -f "$QEMU_PREFIX/include/qemu-plugin.h" ]; then
+        log "QEMU $QEMU_VERSION already built in $QEMU_PREFIX"
+        return
+    fi
+    local work
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' RETURN
+    log "fetching Debian's qemu $QEMU_VERSION source tarball (bookworm-backports)"
+    # The .dsc is not always downloadable; the orig tarball is all we need.
+    (cd "$work" && apt-get source --download-only "qemu/bookworm-backports" >/dev/null 2>&1 || true)
+    local tarball
+    tarball=$(ls "$work"/qemu_"$QEMU_VERSION"*.orig.tar.* 2>/dev/null | head -n 1 || true)
+    if [ -z "$tarball" ]; then
+        echo "setup: could not download qemu_${QEMU_VERSION}+ds.orig.tar.xz with 'apt-get source qemu/bookworm-backports'; check the deb-src entry in /etc/apt/sources.list.d/pytest-rvv-bookworm-backports.sources" >&2
+        exit 1
+    fi
+    log "unpacking $(basename "$tarball")"
+    tar -C "$work" -xf "$tarball"
+    local src
+    src=$(find "$work" -maxdepth 1 -type d -name 'qemu*' | head -n 1)
+    log "creating a build venv with meson and pycotap"
+    "$PYTHON" -m venv "$work/venv"
+    "$work/venv/bin/pip" install -q 'meson>=1.5' 'pycotap==1.3.1'
+    log "configuring QEMU (riscv64 and aarch64 user mode, plugins on)"
+    mkdir -p "$src/build"
+    (cd "$src/build" && PATH="$work/venv/bin:$PATH" ../configure \
+        --prefix="$QEMU_PREFIX" \
+        --target-list=riscv64-linux-user,aarch64-linux-user \
+        --enable-plugins --disable-system --disable-tools --disable-docs \
+        --disable-install-blobs --disable-werror \
+        --python="$work/venv/bin/python3" >"$work/configure.log" 2>&1) \
+        || { tail -n 30 "$work/configure.log" >&2; exit 1; }
+    log "building QEMU (make -j$(nproc)); takes about 3 minutes on 2 cores"
+    (cd "$src/build" && PATH="$work/venv/bin:$PATH" make -j"$(nproc)" >"$work/build.log" 2>&1) \
+        || { tail -n 30 "$work/build.log" >&2; exit 1; }
+    local staging="$QEMU_PREFIX.partial.$$"
+    rm -rf "$staging"
+    mkdir -p "$staging/bin" "$staging/include"
+    cp "$src/build/qemu-riscv64" "$src/build/qemu-aarch64" "$staging/bin/"
+    cp "$src/include/qemu/qemu-plugin.h" "$staging/include/"
+    rm -rf "$QEMU_PREFIX"
+    mv "$staging" "$QEMU_PREFIX"
+    log "QEMU $QEMU_VERSION installed in $QEMU_PREFIX: $("$QEMU_PREFIX/bin/qemu-riscv64" --version | head -n 1)"
+}
+
+setup_python() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating $VENV"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    log "installing pytest-rvv and its dependencies into $VENV"
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -e "$ROOT[dev]"
+}
+
+case "${1:-all}" in
+    system) setup_system ;;
+    qemu) setup_qemu ;;
+    python) setup_python ;;
+    all) setup_system; setup_qemu; setup_python ;;
+    *) echo "usage: $0 [all|system|qemu|python]" >&2; exit 2 ;;
+esac

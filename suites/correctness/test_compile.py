@@ -1,0 +1,10 @@
+"""Every selected model compiles for every selected target (riscv64 too, without a runtime)."""
+
+import pytest
+
+from pytest_rvv.checks import check_compiles
+
+
+@pytest.mark.rvv_check("compile")
+def test_compiles(rvv_session, rvv_model, rvv_target):
+    check_compiles(rvv_session, rvv_model, rvv_target)

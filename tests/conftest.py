@@ -1,0 +1,106 @@
+"""Shared helpers for pytest-rvv's own tests: small ONNX models and pytester projects."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pytest_rvv.run.qemu import default_tools_dir
+from pytest_rvv.settings import default_cache_dir
+
+SUITES = Path(__file__).resolve().parent.parent / "suites"
+# pytester points HOME at a temporary directory: pin the real cache and QEMU locations first, so
+# inner sessions reuse compiled modules, the downloaded aarch64 runtime and the setup's QEMU build.
+USER_CACHE = default_cache_dir()
+USER_TOOLS = default_tools_dir()
+
+
+def save_model(path: Path, nodes, inputs, outputs, initializers=(), name: str = "graph") -> Path:
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def mlp_model(path: Path, seed: int = 0) -> Path:
+    """x[4,64] -> MatMul[64,32] -> Add -> Relu -> MatMul[32,8] -> Softmax: a small real network."""
+    rng = np.random.default_rng(seed)
+    w1 = numpy_helper.from_array((rng.standard_normal((64, 32)) * 0.2).astype(np.float32), "w1")
+    b1 = numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b1")
+    w2 = numpy_helper.from_array((rng.standard_normal((32, 8)) * 0.2).astype(np.float32), "w2")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["hb"]),
+        helper.make_node("Relu", ["hb"], ["r"]),
+        helper.make_node("MatMul", ["r", "w2"], ["logits"]),
+        helper.make_node("Softmax", ["logits"], ["y"], axis=-1),
+    ]
+    return save_model(path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])], [w1, b1, w2],
+                      name="mlp")
+
+
+def slow_model(path: Path, layers: int = 6) -> Path:
+    """A chain of [256,512]x[512,512] MatMuls: seconds under QEMU, for timeout tests."""
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array((rng.standard_normal((512, 512)) * 0.04).astype(np.float32), "w")
+    nodes, previous = [], "x"
+    for i in range(layers):
+        nodes.append(helper.make_node("MatMul", [previous, "w"], [f"m{i}"]))
+        previous = f"m{i}"
+    nodes.append(helper.make_node("Tanh", [previous], ["y"]))
+    return save_model(path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 512])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 512])], [w], name="slow")
+
+
+def unsupported_model(path: Path) -> Path:
+    """StringNormalizer: valid ONNX that onnxruntime runs but IREE cannot compile."""
+    nodes = [helper.make_node("StringNormalizer", ["x"], ["y"], case_change_action="LOWER")]
+    return save_model(path, nodes, [helper.make_tensor_value_info("x", TensorProto.STRING, [4])],
+                      [helper.make_tensor_value_info("y", TensorProto.STRING, [4])], name="strings")
+
+
+MODEL_TABLES = {
+    "mlp": 'path = "mlp.onnx"\ninputs = [{ name = "x", shape = [4, 64], generator = "normal", low = 0, high = 1 }]\n',
+    "slow": 'path = "slow.onnx"\ninputs = [{ name = "x", shape = [256, 512] }]\ntolerance = { atol = 1e-3 }\n',
+    "strings": 'path = "strings.onnx"\ninputs = [{ name = "x", shape = [4], dtype = "str" }]\n',
+}
+BUILDERS = {"mlp": mlp_model, "slow": slow_model, "strings": unsupported_model}
+
+
+class RvvProject:
+    """A pytester project with user models in pyproject.toml and the real correctness suite."""
+
+    def __init__(self, pytester: pytest.Pytester) -> None:
+        self.pytester = pytester
+        self.path = pytester.path
+
+    def write(self, models: tuple[str, ...] = ("mlp",), extra: str = "", suite: bool = True) -> RvvProject:
+        tables = "".join(f"\n[tool.pytest_rvv.models.{m}]\n{MODEL_TABLES[m]}" for m in models)
+        for m in models:
+            BUILDERS[m](self.path / f"{m}.onnx")
+        self.pytester.makefile(".toml", pyproject=textwrap.dedent(extra) + tables)
+        if suite:
+            shutil.copytree(SUITES / "correctness", self.path / "correctness",
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        return self
+
+    def run(self, *args: str) -> pytest.RunResult:
+        """Run pytest in a subprocess (the plugin keeps per-process state, like a real session)."""
+        return self.pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", *args)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RvvProject:
+    monkeypatch.setenv("PYTEST_RVV_CACHE_DIR", str(USER_CACHE))
+    monkeypatch.setenv("PYTEST_RVV_TOOLS_DIR", str(USER_TOOLS))
+    monkeypatch.delenv("PYTEST_RVV_RUNTIME_RISCV64", raising=False)
+    return RvvProject(pytester)

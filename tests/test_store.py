@@ -1,0 +1,87 @@
+"""The content-addressed store: one build per key across processes, no partial entries."""
+
+import json
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_rvv.store import Store, digest
+
+
+def _slow_build(root: str, key: str, log: str) -> str:
+    def build(tmp: Path) -> dict:
+        with open(log, "a") as f:
+            f.write("built\n")
+        time.sleep(0.5)  # long enough for the other process to arrive while this one builds
+        (tmp / "data.bin").write_bytes(b"x" * 1000)
+        return {"by": "worker"}
+
+    entry = Store(Path(root)).get_or_build("ns", key, build)
+    return (entry.path / "data.bin").read_bytes().decode()
+
+
+def test_two_processes_asking_for_the_same_key_build_it_once(tmp_path):
+    log = tmp_path / "builds.log"
+    key = digest(["same"])
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        results = pool.starmap(_slow_build, [(str(tmp_path / "cache"), key, str(log))] * 2)
+    assert results == ["x" * 1000] * 2
+    assert log.read_text() == "built\n"
+
+
+def test_entry_is_reused_and_reports_it(tmp_path):
+    store = Store(tmp_path)
+    calls = []
+
+    def build(tmp: Path) -> dict:
+        calls.append(1)
+        (tmp / "f").write_text("hello")
+        return {"n": 1}
+
+    first = store.get_or_build("ns", digest(["k"]), build)
+    second = store.get_or_build("ns", digest(["k"]), build)
+    assert (first.created, second.created) == (True, False)
+    assert len(calls) == 1 and second.meta == {"n": 1}
+
+
+def test_corrupt_entry_is_detected_and_rebuilt(tmp_path):
+    store = Store(tmp_path)
+    key = digest(["k"])
+
+    def build(tmp: Path) -> dict:
+        (tmp / "f").write_text("hello")
+        return {}
+
+    entry = store.get_or_build("ns", key, build)
+    (entry.path / "f").write_text("hellO")  # same size, different content
+    assert store.lookup("ns", key) is None
+    rebuilt = store.get_or_build("ns", key, build)
+    assert rebuilt.created and (rebuilt.path / "f").read_text() == "hello"
+
+
+def test_failed_build_publishes_nothing(tmp_path):
+    store = Store(tmp_path)
+
+    def build(tmp: Path) -> dict:
+        (tmp / "half").write_text("partial")
+        raise RuntimeError("compiler died")
+
+    with pytest.raises(RuntimeError):
+        store.get_or_build("ns", digest(["k"]), build)
+    assert store.lookup("ns", digest(["k"])) is None
+    leftovers = [p for p in (tmp_path / "ns").rglob("*") if p.is_file() and not p.name.endswith(".lock")]
+    assert leftovers == []
+
+
+def test_manifest_lists_every_file_with_its_hash(tmp_path):
+    def build(tmp: Path) -> dict:
+        (tmp / "a").write_text("1")
+        (tmp / "b").write_text("22")
+        return {"meta": True}
+
+    entry = Store(tmp_path).get_or_build("ns", digest(["k"]), build)
+    manifest = json.loads((entry.path / "manifest.json").read_text())
+    assert sorted(manifest["files"]) == ["a", "b"]
+    assert manifest["files"]["b"]["size"] == 2

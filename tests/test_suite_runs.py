@@ -1,0 +1,106 @@
+"""The correctness suite run by pytest on small models, through the real tools."""
+
+import pytest
+
+RISCV64_SKIP = ("no riscv64 IREE runtime: pass --rvv-runtime-riscv64=PATH (or set PYTEST_RVV_RUNTIME_RISCV64) "
+                "to an iree-run-module built for riscv64-linux-gnu")
+
+
+def test_riscv64_compiles_and_execution_skips_with_one_line_reason(project):
+    project.write()
+    result = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=rv64gcv-zvl256b,host")
+    result.assert_outcomes(passed=3, skipped=1)
+    result.stdout.fnmatch_lines([
+        "PASSED correctness/test_compile.py::test_compiles[[]mlp-rv64gcv-zvl256b[]]",
+        f"SKIPPED [[]1[]] correctness/test_agreement.py:*: {RISCV64_SKIP}",
+    ])
+
+
+def test_supplied_riscv64_runtime_that_does_not_exist_is_a_usage_error(project, tmp_path):
+    project.write()
+    result = project.run("correctness/test_agreement.py", "--rvv-models=mlp", "--rvv-targets=rv64gc",
+                         f"--rvv-runtime-riscv64={tmp_path}/nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --rvv-runtime-riscv64 {tmp_path}/nope: no such file; give the path*"])
+
+
+def test_unexpected_pass_of_an_expected_failure_fails_until_removed(project):
+    project.write()
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "expected-failures.toml").write_text(
+        '[host]\nmlp = { phase = "agreement", reason = "was wrong once" }\n')
+    result = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=host")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["FAILED correctness/test_agreement.py::test_matches_onnxruntime[[]mlp-host[]]*"])
+    result.stdout.fnmatch_lines(["[[]XPASS(strict)[]] expected agreement failure on host: was wrong once"])
+
+
+def test_expected_compile_failure_is_xfailed_with_the_compiler_error(project):
+    project.write(models=("strings",))
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "expected-failures.toml").write_text(
+        '[aarch64]\nstrings = { phase = "compile", reason = "StringNormalizer is not supported" }\n')
+    result = project.run("correctness", "--rvv-models=strings", "--rvv-targets=aarch64")
+    result.assert_outcomes(xfailed=2)
+
+
+def test_unsupported_operator_fails_with_the_compilers_first_error(project):
+    project.write(models=("strings",))
+    result = project.run("correctness/test_compile.py", "--rvv-models=strings", "--rvv-targets=rv64gc")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "CompileFailed: iree-compile rejected model 'strings' for target 'rv64gc': *failed to legalize operation*"
+        "onnx.StringNormalizer*",
+    ])
+
+
+def test_expected_failure_file_with_bad_phase_names_file_and_entry(project):
+    project.write()
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "expected-failures.toml").write_text(
+        '[host]\nmlp = { phase = "link", reason = "x" }\n')
+    result = project.run("correctness", "--rvv-models=mlp")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: */baselines/expected-failures.toml: [[]host[]] mlp: phase must be one of "
+                                 "compile, run, agreement, got 'link'"])
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "*ModelError: */mlp.onnx: model file not found*"),
+    (b"this is not protobuf \x00\xff", "*ModelError: */mlp.onnx: not a valid ONNX model (DecodeError); re-export*"),
+])
+def test_missing_or_corrupt_onnx_file_is_one_line_naming_it(project, content, message):
+    project.write()
+    model = project.path / "mlp.onnx"
+    model.unlink()
+    if content is not None:
+        model.write_bytes(content)
+    result = project.run("correctness/test_compile.py", "--rvv-models=mlp", "--rvv-targets=host")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([message])
+
+
+def test_two_xdist_workers_share_one_cache_entry_per_compile(project, tmp_path):
+    project.write()
+    cache = tmp_path / "cache"
+    # the compile and the agreement test need the same module; with -n 2 they run in two workers
+    result = project.run("correctness", "-n", "2", "--rvv-models=mlp", "--rvv-targets=host",
+                         f"--rvv-cache-dir={cache}")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*2 workers*"])
+    assert len(list(cache.glob("imports/*/*/model.mlir"))) == 1
+    modules = sorted(p.parent for p in cache.glob("compile/*/*/module.vmfb"))
+    assert len(modules) == 2  # the model's module and the runtime probe's
+    assert not list(cache.rglob("*.build")), "no half-built entry may remain"
+
+
+def test_corrupt_compile_cache_entry_is_rebuilt(project, tmp_path):
+    project.write()
+    cache = tmp_path / "cache"
+    args = ("correctness/test_compile.py", "--rvv-models=mlp", "--rvv-targets=host", f"--rvv-cache-dir={cache}")
+    project.run(*args).assert_outcomes(passed=1)
+    [module] = cache.glob("compile/*/*/module.vmfb")
+    module.write_bytes(b"garbage")
+    project.run(*args).assert_outcomes(passed=1)
+    [rebuilt] = cache.glob("compile/*/*/module.vmfb")
+    assert rebuilt.read_bytes()[:8] != b"garbage"

@@ -1,0 +1,59 @@
+"""Targets: built-in flag sets, emulator CPU strings, and refusing a too-small QEMU vlen."""
+
+import pytest
+
+from pytest_rvv.errors import ConfigError
+from pytest_rvv.targets import BUILTIN_TARGETS, Target, target_from_table
+
+
+def test_builtin_targets_are_the_documented_set():
+    assert list(BUILTIN_TARGETS) == ["rv64gc", "rv64gcv-zvl128b", "rv64gcv-zvl256b", "rv64gcv-zvl512b",
+                                     "aarch64", "host"]
+
+
+def test_scalar_target_compiles_rv64gc_and_runs_without_vector_unit():
+    target = BUILTIN_TARGETS["rv64gc"]
+    assert "--iree-llvmcpu-target-cpu-features=+m,+a,+f,+d,+c" in target.compiler_flags()
+    assert "--iree-llvmcpu-target-triple=riscv64-unknown-linux-gnu" in target.compiler_flags()
+    assert "--iree-llvmcpu-target-abi=lp64d" in target.compiler_flags()
+    assert target.emulator_cpu == "rv64,v=false"
+    assert not target.has_vector
+
+
+@pytest.mark.parametrize("vlen", [128, 256, 512])
+def test_vector_target_pairs_qemu_vlen_with_zvl(vlen):
+    target = BUILTIN_TARGETS[f"rv64gcv-zvl{vlen}b"]
+    assert f"+v,+zvl{vlen}b" in " ".join(target.compiler_flags())
+    assert target.emulator_cpu == f"rv64,v=true,vlen={vlen},elen=64,vext_spec=v1.0"
+    assert target.min_vlen == target.emulator_vlen == vlen
+
+
+def test_qemu_vlen_smaller_than_compiled_zvl_is_refused():
+    with pytest.raises(ConfigError, match=r"vlen=128 is smaller than the compiled \+zvl512b.*silently wrong"):
+        Target("bad", "riscv64", features=("+v", "+zvl512b"), emulator_cpu="rv64,v=true,vlen=128,elen=64")
+
+
+def test_qemu_vlen_larger_than_zvl_is_allowed():
+    target = Target("wide", "riscv64", features=("+v", "+zvl128b"), emulator_cpu="rv64,v=true,vlen=1024,elen=64")
+    assert target.emulator_vlen == 1024
+
+
+def test_user_target_extends_a_builtin_and_rederives_vlen():
+    target = target_from_table("rv64gcv-zvl1024b", {
+        "extends": "rv64gcv-zvl512b",
+        "features": ["+m", "+a", "+f", "+d", "+c", "+v", "+zvl1024b"],
+        "extra-flags": ["--iree-opt-data-tiling"],
+    }, BUILTIN_TARGETS)
+    assert target.min_vlen == 1024
+    assert "vlen=1024" in target.emulator_cpu
+    assert target.compiler_flags()[-1] == "--iree-opt-data-tiling"
+
+
+def test_user_target_with_unknown_key_names_the_table_and_key():
+    with pytest.raises(ConfigError, match=r"\[tool.pytest_rvv.targets.x\]: unknown key\(s\) fetures"):
+        target_from_table("x", {"extends": "rv64gc", "fetures": []}, BUILTIN_TARGETS)
+
+
+def test_user_target_extending_unknown_target_is_refused():
+    with pytest.raises(ConfigError, match="extends unknown target 'rv32'"):
+        target_from_table("x", {"extends": "rv32"}, BUILTIN_TARGETS)
