@@ -37,7 +37,10 @@ func.func @probe(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
 }
 """
 PROBE_TIMEOUT_S = 120.0
-_MISMATCH = re.compile(r"[^\n]*(?:version mismatch|signature mismatch)[^\n]*", re.IGNORECASE)
+# What IREE's runtime says when it cannot load a module from another release.
+_MISMATCH = re.compile(
+    r"[^\n]*(?:version mismatch|signature mismatch|required module features)[^\n]*", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -93,8 +96,7 @@ class RvvSession:
 
     @functools.cache  # noqa: B019
     def runtime(self, arch: str) -> Runtime:
-        return runtime_for(arch, self.store, self.toolchain.release,
-                           self.settings.runtime_riscv64, self.settings.sysroot_riscv64)
+        return runtime_for(arch, self.store, self.toolchain.release, self.settings)
 
     @functools.cache  # noqa: B019
     def runner(self, target: Target) -> Runner:

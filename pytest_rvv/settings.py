@@ -56,6 +56,8 @@ OPTIONS: tuple[Option, ...] = (
            table_key="default-models", metavar="NAMES"),
     Option("runtime-riscv64", "iree-run-module built for riscv64-linux-gnu; without it riscv64 "
            "execution tests skip", env="PYTEST_RVV_RUNTIME_RISCV64", metavar="PATH"),
+    Option("runtime-aarch64", "an aarch64 iree-run-module to use instead of the one from the aarch64 "
+           "iree-base-runtime wheel", env="PYTEST_RVV_RUNTIME_AARCH64", metavar="PATH"),
     Option("sysroot-riscv64", "riscv64 sysroot for a dynamically linked riscv64 runtime (QEMU -L)",
            env="PYTEST_RVV_SYSROOT_RISCV64", metavar="DIR"),
     Option("cache-dir", "compile/model/runtime cache (default: ~/.cache/pytest-rvv)",
@@ -104,6 +106,7 @@ class Settings:
     known_targets: Mapping[str, Target]
     known_models: Mapping[str, Model]
     runtime_riscv64: Path | None
+    runtime_aarch64: Path | None
     sysroot_riscv64: Path | None
     cache_dir: Path
     timeout_s: float
@@ -160,9 +163,11 @@ class Settings:
             raise ConfigError(f"--rvv-timeout: {raw_timeout!r} is not a positive number of seconds") from None
         cache = path("cache-dir") or default_cache_dir()
         runtime, sysroot = path("runtime-riscv64"), path("sysroot-riscv64")
-        if runtime is not None and not runtime.is_file():
-            raise ConfigError(f"--rvv-runtime-riscv64 {runtime}: no such file; give the path of an "
-                              "iree-run-module built for riscv64-linux-gnu")
+        runtime_aarch64 = path("runtime-aarch64")
+        for arch, given in (("riscv64", runtime), ("aarch64", runtime_aarch64)):
+            if given is not None and not given.is_file():
+                raise ConfigError(f"--rvv-runtime-{arch} {given}: no such file; give the path of an "
+                                  f"iree-run-module built for {arch}-linux-gnu")
         if sysroot is not None and not sysroot.is_dir():
             raise ConfigError(f"--rvv-sysroot-riscv64 {sysroot}: no such directory")
         return cls(
@@ -172,6 +177,7 @@ class Settings:
             known_targets=known_targets,
             known_models=known_models,
             runtime_riscv64=runtime,
+            runtime_aarch64=runtime_aarch64,
             sysroot_riscv64=sysroot,
             cache_dir=cache,
             timeout_s=timeout,

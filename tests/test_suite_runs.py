@@ -2,6 +2,12 @@
 
 import pytest
 
+from pytest_rvv.run.runtimes import AARCH64_WHEEL_PLATFORM
+from pytest_rvv.store import Store
+from pytest_rvv.wheels import fetch_from_wheel
+
+from .conftest import USER_CACHE
+
 RISCV64_SKIP = ("no riscv64 IREE runtime: pass --rvv-runtime-riscv64=PATH (or set PYTEST_RVV_RUNTIME_RISCV64) "
                 "to an iree-run-module built for riscv64-linux-gnu")
 
@@ -104,3 +110,26 @@ def test_corrupt_compile_cache_entry_is_rebuilt(project, tmp_path):
     project.run(*args).assert_outcomes(passed=1)
     [rebuilt] = cache.glob("compile/*/*/module.vmfb")
     assert rebuilt.read_bytes()[:8] != b"garbage"
+
+
+def test_missing_emulator_is_one_line_naming_it_and_the_fix(project, tmp_path):
+    project.write()
+    result = project.run("correctness/test_agreement.py", "--rvv-models=mlp", "--rvv-targets=aarch64",
+                         f"--rvv-qemu-dir={tmp_path}")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"ToolMissing: --rvv-qemu-dir {tmp_path}: no qemu-aarch64 there"])
+
+
+def test_runtime_from_another_iree_release_is_reported_as_a_mismatch(project):
+    old = fetch_from_wheel(Store(USER_CACHE), "iree-base-runtime==3.0.0",
+                           {"iree-run-module": "iree/_runtime_libs/iree-run-module"},
+                           platform=AARCH64_WHEEL_PLATFORM, python_version="3.11", executable=("iree-run-module",))
+    project.write()
+    result = project.run("correctness/test_agreement.py", "--rvv-models=mlp", "--rvv-targets=aarch64",
+                         f"--rvv-runtime-aarch64={old.file('iree-run-module')}")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "RuntimeMismatch: user-supplied */iree-run-module cannot load modules from IREE compiler version 3.13.0*: "
+        "*required module features * are not available in this runtime configuration*; "
+        "use a runtime built from the same IREE release",
+    ])

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store
 from pytest_rvv.targets import AARCH64, HOST, RISCV64
 from pytest_rvv.wheels import fetch_from_wheel
@@ -47,13 +48,18 @@ def host_runtime() -> Runtime:
     return Runtime(HOST, exe, None, "iree-base-runtime (host)")
 
 
-def aarch64_runtime(store: Store, release: str) -> Runtime:
-    """The aarch64 iree-run-module of iree-base-runtime==``release``, fetched once into the cache."""
+def aarch64_runtime(store: Store, release: str, executable: Path | None = None) -> Runtime:
+    """The aarch64 iree-run-module of iree-base-runtime==``release``, fetched once into the cache.
+
+    ``executable`` overrides it with the user's own aarch64 build.
+    """
     if not (AARCH64_SYSROOT / "lib" / "ld-linux-aarch64.so.1").exists():
         raise ToolMissing(
             f"{AARCH64_SYSROOT} has no arm64 libc; apt-get install libc6-arm64-cross libstdc++6-arm64-cross "
             "(or run scripts/setup.sh system)"
         )
+    if executable is not None:
+        return Runtime(AARCH64, executable, AARCH64_SYSROOT, f"user-supplied {executable}")
     requirement = f"iree-base-runtime=={release}"
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     entry = fetch_from_wheel(
@@ -74,9 +80,9 @@ def riscv64_runtime(executable: Path | None, sysroot: Path | None) -> Runtime:
     return Runtime(RISCV64, executable, sysroot, f"user-supplied {executable}")
 
 
-def runtime_for(arch: str, store: Store, release: str, riscv64: Path | None, riscv64_sysroot: Path | None) -> Runtime:
+def runtime_for(arch: str, store: Store, release: str, settings: Settings) -> Runtime:
     if arch == HOST:
         return host_runtime()
     if arch == AARCH64:
-        return aarch64_runtime(store, release)
-    return riscv64_runtime(riscv64, riscv64_sysroot)
+        return aarch64_runtime(store, release, settings.runtime_aarch64)
+    return riscv64_runtime(settings.runtime_riscv64, settings.sysroot_riscv64)
