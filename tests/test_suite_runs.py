@@ -133,3 +133,18 @@ def test_runtime_from_another_iree_release_is_reported_as_a_mismatch(project):
         "*required module features * are not available in this runtime configuration*; "
         "use a runtime built from the same IREE release",
     ])
+
+
+def test_disagreement_prints_error_figures_worst_positions_and_repro(project):
+    project.write()
+    pyproject = project.path / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + "\ntolerance = { atol = 0.0, rtol = 0.0 }\n")
+    result = project.run("correctness/test_agreement.py", "--rvv-models=mlp", "--rvv-targets=host")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "E * mlp on host disagrees with onnxruntime",
+        "E * tolerance atol=0 rtol=0",
+        "E * output 0 [[]4, 8[]]: max abs err *, max rel err *, */32 elements mismatch (*%)",
+        "E * worst: [[]*[]] got * want *",
+        "E * repro: */iree-run-module --device=local-sync --module=*/module.vmfb --function=mlp --input=@*",
+    ])
