@@ -127,7 +127,11 @@ class Settings:
                 return found
             if option.env and os.environ.get(option.env):
                 return os.environ[option.env], Path.cwd()
-            return table.get(option.key), root
+            found_in_table = table.get(option.key)
+            if found_in_table is None and option.name in ("targets", "models"):
+                plain = table.get(option.name)  # `targets = [...]` also selects
+                found_in_table = plain if isinstance(plain, list | str) else None
+            return found_in_table, root
 
         def value(name: str) -> Any:
             return sourced(name)[0]
@@ -137,15 +141,12 @@ class Settings:
             return None if raw in (None, "") else (base / Path(str(raw)).expanduser())
 
         known_targets = dict(BUILTIN_TARGETS)
-        for tname, ttable in (table.get("targets") or {}).items():
+        for tname, ttable in _definitions(table, "targets").items():
             if not isinstance(ttable, dict):
                 raise ConfigError(f"[tool.pytest_rvv.targets.{tname}] must be a table")
             known_targets[tname] = target_from_table(tname, ttable, known_targets)
         known_models = dict(BUILTIN_MODELS)
-        user_models = table.get("models") or {}
-        if not isinstance(user_models, dict):
-            raise ConfigError("[tool.pytest_rvv.models] must hold [tool.pytest_rvv.models.NAME] tables")
-        for mname, mtable in user_models.items():
+        for mname, mtable in _definitions(table, "models").items():
             known_models[mname] = model_from_table(mname, mtable, root)
 
         targets = resolve_targets(_names(value("targets")) or list(known_targets), known_targets)
@@ -184,6 +185,16 @@ class Settings:
             qemu_dir=path("qemu-dir"),
             expected_failures=path("expected-failures") or root / "baselines" / "expected-failures.toml",
         )
+
+
+def _definitions(table: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``[tool.pytest_rvv.<key>.NAME]`` tables; a plain list under ``key`` is a selection instead."""
+    value = table.get(key)
+    if value is None or isinstance(value, list | str):
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"[tool.pytest_rvv] {key}: give a list of names, or [tool.pytest_rvv.{key}.NAME] tables")
+    return value
 
 
 def _names(raw: Any) -> list[str]:

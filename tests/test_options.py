@@ -76,3 +76,9 @@ def test_runtime_path_comes_from_the_environment_variable(project, monkeypatch, 
     monkeypatch.setenv("PYTEST_RVV_RUNTIME_RISCV64", str(tmp_path / "iree-run-module"))
     result = project.run("--collect-only", "correctness/test_compile.py", "--rvv-models=mlp")
     result.stdout.fnmatch_lines([f"rvv: *riscv64 runtime {tmp_path / 'iree-run-module'}"])
+
+
+def test_a_plain_list_in_the_table_selects_too(project):
+    project.write(extra='[tool.pytest_rvv]\ntargets = ["rv64gc", "host"]\n')
+    result = project.run(*COLLECT, "--rvv-models=mlp")
+    result.stdout.fnmatch_lines(["*[[]mlp-rv64gc[]]", "*[[]mlp-host[]]", "2 tests collected*"])
