@@ -6,18 +6,24 @@ Thin by design: options become Settings, Settings become an RvvSession, and test
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from syrupy.assertion import SnapshotAssertion
+from syrupy.extensions.json import JSONSnapshotExtension
 
+from pytest_rvv.analyze.gate import GateResult
+from pytest_rvv.analyze.static import analyze
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
 from pytest_rvv.expectations import load_expected_failures
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
+from pytest_rvv.snapshots import check_vectorization
+from pytest_rvv.summary import VectorizationSummary
 from pytest_rvv.targets import Target
 
 SESSION_KEY = pytest.StashKey[RvvSession]()
@@ -30,6 +36,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(option.flag, dest=option.dest, default=None, metavar=option.metavar,
                         help=f"{option.help}{env} [ini: {option.ini}; pyproject [tool.pytest_rvv] {option.key}]")
         parser.addini(option.ini, help=f"pytest-rvv: {option.help}", default=None)
+    group.addoption("--update-baselines", action="store_true", default=False,
+                    help="rewrite the vectorization snapshots (as --snapshot-update does) from this run; "
+                         "use after a deliberate toolchain or flag change")
+    group.addoption("--rvv-strict-baselines", action="store_true", default=False,
+                    help="fail, instead of passing with a note, when a snapshot has not been recorded yet (CI)")
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -52,6 +63,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rvv_check(name): the pytest-rvv check a test performs "
                                        "(compile or agreement), used to apply expected failures")
     config.addinivalue_line("markers", "slow: a model or test that takes long under emulation")
+    config.addinivalue_line("markers", "rvv_archs(*archs): parametrize only over targets of these "
+                                       "architectures (riscv64, aarch64, host)")
+    if config.getoption("update_baselines"):
+        config.option.update_snapshots = True  # syrupy's --snapshot-update
     try:
         settings = _settings(config)
         expected = load_expected_failures(settings.expected_failures, settings.known_targets,
@@ -59,6 +74,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = RvvSession(settings, expected)
+    known_ids = {f"{m}-{t}" for m in settings.known_models for t in settings.known_targets}
+    config.pluginmanager.register(VectorizationSummary(config.rootpath, known_ids), "rvv-vectorization-summary")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -86,7 +103,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
              for m in settings.models],
         )
     if "rvv_target" in metafunc.fixturenames:
-        metafunc.parametrize("rvv_target", settings.targets, ids=[t.name for t in settings.targets])
+        archs = metafunc.definition.get_closest_marker("rvv_archs")
+        targets = [t for t in settings.targets if archs is None or t.arch in archs.args]
+        metafunc.parametrize("rvv_target", targets, ids=[t.name for t in targets])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -117,6 +136,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         details = getattr(excinfo.value, "details", "") or getattr(excinfo.value, "log", "")
         report.longrepr = f"{type(excinfo.value).__name__}: {excinfo.value}" + (f"\n{details}" if details else "")
     return report
+
+
+@pytest.fixture
+def rvv_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    """syrupy's snapshot, stored as one JSON file per test (model x target)."""
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+@pytest.fixture
+def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_snapshot: SnapshotAssertion,
+                      record_property: Any, request: pytest.FixtureRequest) -> Callable[[], GateResult]:
+    """Run the static-analysis gate for this model x target against its snapshot."""
+
+    def check() -> GateResult:
+        analysis = analyze(rvv_session.artifact(rvv_model, rvv_target))
+        return check_vectorization(rvv_snapshot, analysis, rvv_target,
+                                   max_share_drop=rvv_session.settings.max_vector_share_drop,
+                                   strict=request.config.getoption("rvv_strict_baselines"),
+                                   record_property=record_property)
+
+    return check
 
 
 @pytest.fixture(scope="session")

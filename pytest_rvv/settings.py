@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_rvv.analyze.gate import DEFAULT_MAX_SHARE_DROP
 from pytest_rvv.errors import ConfigError
 from pytest_rvv.model.manifest import model_from_table
 from pytest_rvv.model.model import Model
@@ -66,6 +67,8 @@ OPTIONS: tuple[Option, ...] = (
            metavar="SECONDS"),
     Option("qemu-dir", "directory holding qemu-riscv64 and qemu-aarch64 (default: the setup "
            "script's build, then PATH)", env="PYTEST_RVV_QEMU_DIR", metavar="DIR"),
+    Option("max-vector-share-drop", "percentage points a model's static vector share may fall below its "
+           f"snapshot before the vectorization gate fails (default: {DEFAULT_MAX_SHARE_DROP:g})", metavar="POINTS"),
     Option("expected-failures", "TOML file of expected failures per target "
            "(default: baselines/expected-failures.toml)", metavar="FILE"),
 )
@@ -112,6 +115,7 @@ class Settings:
     timeout_s: float
     qemu_dir: Path | None
     expected_failures: Path
+    max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
 
     @classmethod
     def resolve(
@@ -155,13 +159,10 @@ class Settings:
         if unknown:
             raise ConfigError(f"--rvv-models: unknown model(s) {', '.join(unknown)}; "
                               f"known: {', '.join(known_models)}")
-        raw_timeout = value("timeout")
-        try:
-            timeout = float(raw_timeout) if raw_timeout not in (None, "") else DEFAULT_TIMEOUT_S
-            if timeout <= 0:
-                raise ValueError
-        except (TypeError, ValueError):
-            raise ConfigError(f"--rvv-timeout: {raw_timeout!r} is not a positive number of seconds") from None
+        timeout = _number(value("timeout"), DEFAULT_TIMEOUT_S, "--rvv-timeout", "a positive number of seconds",
+                          positive=True)
+        share_drop = _number(value("max-vector-share-drop"), DEFAULT_MAX_SHARE_DROP, "--rvv-max-vector-share-drop",
+                             "a number of percentage points")
         cache = path("cache-dir") or default_cache_dir()
         runtime, sysroot = path("runtime-riscv64"), path("sysroot-riscv64")
         runtime_aarch64 = path("runtime-aarch64")
@@ -184,7 +185,20 @@ class Settings:
             timeout_s=timeout,
             qemu_dir=path("qemu-dir"),
             expected_failures=path("expected-failures") or root / "baselines" / "expected-failures.toml",
+            max_vector_share_drop=share_drop,
         )
+
+
+def _number(raw: Any, default: float, flag: str, what: str, positive: bool = False) -> float:
+    if raw in (None, ""):
+        return default
+    try:
+        number = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{flag}: {raw!r} is not {what}") from None
+    if number < 0 or (positive and number == 0):
+        raise ConfigError(f"{flag}: {raw!r} is not {what}")
+    return number
 
 
 def _definitions(table: Mapping[str, Any], key: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from pytest_rvv.store import Store, digest, file_sha256
 from pytest_rvv.targets import HOST, Target
 
 COMPILE_TIMEOUT_S = 1800.0
+EXECUTABLES = "executables"
 _FUNC = re.compile(r'func\.func @"?([^"(\s]+)"?\(')
 
 
@@ -32,6 +34,7 @@ class Artifact:
     compiler_version: str
     compile_s: float  # time the compile took when it was built (not this lookup)
     reused: bool
+    executables: tuple[Path, ...] = ()  # the dispatch libraries (ELF .so) embedded in the module
 
     @property
     def size_bytes(self) -> int:
@@ -76,11 +79,13 @@ class Compiler:
         """Compile ``imported`` for ``target``; a compiler error is cached and re-raised."""
         flags = target.compiler_flags()
         machine = [platform.processor() or platform.machine(), _host_cpu_model()] if target.arch == HOST else []
-        key = digest(["compile-v1", imported.sha256, self.toolchain.compiler_version, *flags, *machine])
+        # v2: entries also hold the dispatch libraries (ELF) for static analysis
+        key = digest(["compile-v2", imported.sha256, self.toolchain.compiler_version, *flags, *machine])
 
         def build(tmp: Path) -> dict[str, object]:
             out = tmp / "module.vmfb"
-            argv = [self.toolchain.iree_compile, imported.path, *flags, "-o", out]
+            dump = f"--iree-hal-dump-executable-binaries-to={tmp / EXECUTABLES}"
+            argv = [self.toolchain.iree_compile, imported.path, *flags, dump, "-o", out]
             start = time.perf_counter()
             result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S)
             elapsed = round(time.perf_counter() - start, 3)
@@ -97,6 +102,7 @@ class Compiler:
                     log=f"$ {result.command_line()}\n{tail(result.stderr, 40)}",
                 )
             out.unlink(missing_ok=True)
+            shutil.rmtree(tmp / EXECUTABLES, ignore_errors=True)
             (tmp / "compile.log").write_text(result.stderr[-20000:])
             return meta | {"status": "failed", "error": first_lines(result.stderr, 3)}
 
@@ -111,6 +117,7 @@ class Compiler:
             )
         return Artifact(
             model=model_name, target=target, path=entry.file("module.vmfb"), function=imported.function,
+            executables=tuple(sorted(entry.file(EXECUTABLES).glob("*.so"))),
             key=key, flags=tuple(flags), compiler_version=self.toolchain.compiler_version,
             compile_s=float(meta["compile_s"]), reused=not entry.created,
         )

@@ -1,0 +1,1 @@
+"""Measure stage: static analysis of the generated dispatch code (instruction classes, per dispatch)."""

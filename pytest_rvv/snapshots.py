@@ -1,0 +1,73 @@
+"""Snapshots of static vectorization counts, stored by syrupy's JSON extension as one file per test:
+``__snapshots__/<module>/<test>[<model>-<target>].json``, readable and diff-friendly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+
+from pytest_rvv.analyze.gate import GateResult, check_gate
+from pytest_rvv.analyze.static import StaticAnalysis
+from pytest_rvv.targets import Target
+
+VECTORIZATION_PROPERTY = "rvv_vectorization"
+
+
+def recorded(snapshot: SnapshotAssertion) -> dict[str, Any] | None:
+    """The snapshot stored for this test, or None when there is none (or it is unreadable)."""
+    location = Path(snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index))
+    try:
+        return json.loads(location.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def check_vectorization(
+    snapshot: SnapshotAssertion,
+    analysis: StaticAnalysis,
+    target: Target,
+    *,
+    max_share_drop: float,
+    strict: bool,
+    record_property: Any,
+) -> GateResult:
+    """Apply the gate against the recorded snapshot, then keep (or, when updating, rewrite) it.
+
+    - updating (``--snapshot-update`` / ``--update-baselines``): the snapshot is rewritten and
+      regressions are accepted; only a vector instruction on a scalar target still fails;
+    - no snapshot yet: the test passes with a note (fails with ``--rvv-strict-baselines``);
+    - otherwise the recorded snapshot stays as it is, accepted changes and improvements are
+      reported in the terminal summary, and a regression fails with a dispatch-level message.
+    """
+    current = analysis.snapshot()
+    previous = recorded(snapshot)
+    verdict = check_gate(previous, current, target, max_share_drop)
+    where = snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index)
+    notes = []
+    if snapshot.update_snapshots:
+        assert snapshot == current
+        failures = verdict.violations
+    elif previous is None:
+        notes.append(f"no snapshot recorded yet ({Path(where).name}): --snapshot-update records it")
+        failures = verdict.failures + ([notes[0]] if strict else [])
+    else:
+        assert snapshot == previous  # the recorded snapshot stays in use (syrupy reports unused ones)
+        failures = verdict.failures
+    record_property(VECTORIZATION_PROPERTY, {
+        "model": analysis.model, "target": target.name,
+        "vector": current["totals"]["vector"], "instructions": current["totals"]["instructions"],
+        "not_vectorized": current["not_vectorized"] if target.has_vector else [],
+        "improvements": verdict.improvements, "changes": verdict.changes + notes,
+    })
+    if failures:
+        pytest.fail(
+            f"vectorization regression: {analysis.model} on {target.name}\n"
+            + "\n".join(f"  {line}" for line in failures)
+            + f"\nsnapshot: {where}\nif this is intended, rerun with --snapshot-update or --update-baselines",
+            pytrace=False,
+        )
+    return verdict

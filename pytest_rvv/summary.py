@@ -1,0 +1,70 @@
+"""The terminal summary of vectorization results (what is not vectorized, what improved or changed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rvv.snapshots import VECTORIZATION_PROPERTY
+
+SHOWN_PER_CASE = 8
+
+
+class VectorizationSummary:
+    """A pytest plugin object: collects results from test reports (xdist workers' too) and prints them."""
+
+    def __init__(self, rootpath: Path, known_ids: set[str]) -> None:
+        self.rootpath = rootpath
+        self.known_ids = known_ids  # "<model>-<target>" for every registered model and target
+        self.results: dict[tuple[str, str], dict[str, Any]] = {}
+        self.snapshot_globs: set[tuple[Path, str]] = set()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name == VECTORIZATION_PROPERTY:
+                self.results[(value["model"], value["target"])] = value
+                module = self.rootpath / report.location[0]
+                function = report.location[2].split("[")[0]
+                self.snapshot_globs.add((module.parent / "__snapshots__" / module.stem, function))
+
+    def unused_snapshots(self) -> list[Path]:
+        """Snapshot files of these tests whose model or target is no longer registered.
+
+        (syrupy's own unused-snapshot report does not cover single-file snapshots of a test when
+        paths are given on the command line, which is how the suites are run.)
+        """
+        stale = []
+        for folder, function in sorted(self.snapshot_globs):
+            for path in sorted(folder.glob(f"{function}[[]*[]].json")):
+                if path.stem[len(function) + 1:-1] not in self.known_ids:
+                    stale.append(path)
+        return stale
+
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        for (model, target), r in sorted(self.results.items()):
+            share = 100.0 * r["vector"] / r["instructions"] if r["instructions"] else 0.0
+            head = f"{model} @ {target}: {r['vector']}/{r['instructions']} static instructions vector ({share:.1f}%)"
+            details = []
+            missing = r["not_vectorized"]
+            if missing:
+                shown = ", ".join(missing[:SHOWN_PER_CASE])
+                more = f" and {len(missing) - SHOWN_PER_CASE} more" if len(missing) > SHOWN_PER_CASE else ""
+                details.append(f"    not vectorized ({len(missing)}): {shown}{more}")
+            details += [f"    improvement: {line}" for line in r["improvements"]]
+            details += [f"    change: {line}" for line in r["changes"][:SHOWN_PER_CASE]]
+            out += [head, *details]
+        for path in self.unused_snapshots():
+            out.append(f"unused snapshot (its model or target is not registered): {path}")
+        return out
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        lines = self.lines()
+        if lines:
+            terminalreporter.section("rvv vectorization", sep="-")
+            for line in lines:
+                terminalreporter.write_line(line)

@@ -1,0 +1,57 @@
+"""The vectorization gate's rules, on snapshot records."""
+
+from pytest_rvv.analyze.gate import check_gate
+from pytest_rvv.targets import BUILTIN_TARGETS
+
+RVV = BUILTIN_TARGETS["rv64gcv-zvl256b"]
+SCALAR = BUILTIN_TARGETS["rv64gc"]
+
+
+def record(**dispatches):
+    """dispatches: name=(vector, instructions)."""
+    vector = sum(v for v, _ in dispatches.values())
+    total = sum(n for _, n in dispatches.values())
+    return {
+        "totals": {"instructions": total, "vector": vector,
+                   "vector_share_percent": round(100 * vector / total, 2) if total else 0.0},
+        "dispatches": {k: {"vector": v, "instructions": n, "vectorized": v > 0} for k, (v, n) in dispatches.items()},
+    }
+
+
+def test_scalar_target_with_vector_code_fails_naming_the_dispatches():
+    result = check_gate(None, record(dispatch_0_conv=(0, 10), dispatch_1_matmul=(7, 20)), SCALAR, 5.0)
+    assert result.violations == [
+        "rv64gc is a scalar target but its code has 7 vector instructions: dispatch_1_matmul (7)"]
+
+
+def test_dispatch_that_lost_its_vector_code_fails_with_counts_before_and_after():
+    before = record(dispatch_0_conv=(40, 100), dispatch_1_matmul=(50, 100))
+    after = record(dispatch_0_conv=(40, 100), dispatch_1_matmul=(0, 400))
+    result = check_gate(before, after, RVV, 100.0)
+    assert result.regressions == [
+        "dispatch_1_matmul: was vectorized (50 vector of 100 instructions), now scalar (0 vector of 400 instructions)"]
+
+
+def test_vector_share_falling_more_than_the_threshold_fails():
+    before = record(dispatch_0=(50, 100))
+    after = record(dispatch_0=(40, 100))
+    assert check_gate(before, after, RVV, 5.0).regressions == [
+        "vector share fell from 50.00% to 40.00% (-10.00 points; allowed -5)"]
+    assert check_gate(before, after, RVV, 10.0).ok
+
+
+def test_gains_are_improvements_not_failures():
+    before = record(dispatch_0=(0, 100), dispatch_1=(10, 100))
+    after = record(dispatch_0=(30, 90), dispatch_1=(10, 100))
+    result = check_gate(before, after, RVV, 5.0)
+    assert result.ok
+    assert ("dispatch_0: now vectorized (0 vector of 100 instructions -> 30 vector of 90 instructions)"
+            in result.improvements)
+    assert any(line.startswith("vector share rose from 5.00% to") for line in result.improvements)
+
+
+def test_new_and_vanished_dispatches_are_reported_as_changes():
+    result = check_gate(record(dispatch_0_a=(5, 10)), record(dispatch_0_b=(5, 10)), RVV, 5.0)
+    assert result.ok
+    assert result.changes == ["dispatch_0_a: no longer present (renamed, fused or split?)",
+                              "dispatch_0_b: new dispatch (5 vector of 10 instructions)"]

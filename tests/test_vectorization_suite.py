@@ -1,0 +1,86 @@
+"""The vectorization suite end to end: snapshots recorded, kept, gated and reported."""
+
+import shutil
+
+from .conftest import SUITES
+
+NO_VECTOR = ('[tool.pytest_rvv.targets.rv64gcv-zvl256b]\narch = "riscv64"\nfeatures = ["+m", "+a", "+f", "+d", "+c"]\n'
+             'emulator-cpu = "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0"\n')
+ARGS = ("vectorization", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b")
+
+
+def vectorization_project(project, extra=""):
+    project.write(extra=extra, suite=False)
+    shutil.copytree(SUITES / "vectorization", project.path / "vectorization",
+                    ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
+    return project
+
+
+def snapshots(project):
+    folder = project.path / "vectorization" / "__snapshots__" / "test_static_vectorization"
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.json"))}
+
+
+def test_missing_snapshot_passes_with_a_note_and_fails_when_strict(project):
+    vectorization_project(project)
+    result = project.run(*ARGS)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*change: no snapshot recorded yet (test_still_vectorized[[]mlp-rv64gc[]].json)*"])
+    strict = project.run(*ARGS, "--rvv-strict-baselines")
+    strict.assert_outcomes(failed=2)
+
+
+def test_update_baselines_records_one_json_per_model_and_target_identically_with_xdist(project):
+    vectorization_project(project)
+    project.run(*ARGS, "--update-baselines").assert_outcomes(passed=2)
+    first = snapshots(project)
+    assert sorted(first) == ["test_still_vectorized[mlp-rv64gc].json",
+                             "test_still_vectorized[mlp-rv64gcv-zvl256b].json"]
+    for path in (project.path / "vectorization" / "__snapshots__").rglob("*.json"):
+        path.unlink()
+    project.run(*ARGS, "--update-baselines", "-n", "2").assert_outcomes(passed=2)
+    assert snapshots(project) == first
+    project.run(*ARGS).assert_outcomes(passed=2)
+
+
+def test_losing_v_fails_the_gate_with_a_dispatch_level_diff(project):
+    vectorization_project(project)
+    project.run(*ARGS, "--update-baselines").assert_outcomes(passed=2)
+    (project.path / "pyproject.toml").write_text((project.path / "pyproject.toml").read_text() + "\n" + NO_VECTOR)
+    result = project.run(*ARGS)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "vectorization regression: mlp on rv64gcv-zvl256b",
+        "  dispatch_*matmul*: was vectorized (* vector of * instructions), now scalar (0 vector of * instructions)",
+        "  vector share fell from *% to 0.00% (-* points; allowed -5)",
+        "snapshot: */test_still_vectorized[[]mlp-rv64gcv-zvl256b[]].json",
+    ])
+
+
+def test_gaining_v_is_reported_as_an_improvement(project):
+    vectorization_project(project, extra=NO_VECTOR)
+    project.run(*ARGS, "--update-baselines").assert_outcomes(passed=2)
+    (project.path / "pyproject.toml").write_text((project.path / "pyproject.toml").read_text().replace(NO_VECTOR, ""))
+    result = project.run(*ARGS)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*improvement: dispatch_*: now vectorized (0 vector of * -> * vector of *",
+                                 "*improvement: vector share rose from 0.00% to *"])
+
+
+def test_vector_code_on_a_scalar_target_fails_even_when_updating(project):
+    # a CPU with V (sifive-x280) behind scalar features: LLVM emits RVV for a "scalar" target
+    vectorization_project(project, extra='[tool.pytest_rvv.targets.x280-scalar]\nextends = "rv64gc"\n'
+                                          'cpu = "sifive-x280"\n')
+    result = project.run("vectorization", "--rvv-models=mlp", "--rvv-targets=x280-scalar", "--update-baselines")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["  x280-scalar is a scalar target but its code has * vector instructions: dispatch_*"])
+
+
+def test_stale_snapshot_of_an_unregistered_model_is_reported(project):
+    vectorization_project(project)
+    project.run(*ARGS, "--update-baselines").assert_outcomes(passed=2)
+    folder = project.path / "vectorization" / "__snapshots__" / "test_static_vectorization"
+    shutil.copy(folder / "test_still_vectorized[mlp-rv64gc].json", folder / "test_still_vectorized[gone-rv64gc].json")
+    result = project.run(*ARGS)
+    result.stdout.fnmatch_lines(["unused snapshot (its model or target is not registered): "
+                                 "*test_still_vectorized[[]gone-rv64gc[]].json"])
