@@ -1,4 +1,4 @@
-"""The ``pytest-rvv`` command: ``pytest-rvv doctor``."""
+"""The ``pytest-rvv`` command: ``pytest-rvv doctor`` and ``pytest-rvv models``."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pytest-rvv", description="pytest-rvv tools")
     commands = parser.add_subparsers(dest="command", required=True)
     doctor = commands.add_parser("doctor", help="check every tool pytest-rvv needs and say how to fix what is missing")
-    for option in OPTIONS:
-        doctor.add_argument(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
+    models = commands.add_parser("models", help="list every model: source, size preset, inputs, operators")
+    for sub in (doctor, models):
+        for option in OPTIONS:
+            sub.add_argument(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
     return parser
 
 
@@ -46,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
             from pytest_rvv.doctor import run_doctor
 
             return run_doctor(settings)
+        if args.command == "models":
+            from pytest_rvv.model.catalog import describe_models
+
+            for line in describe_models(settings, args.rvv_size or "ci"):
+                print(line, flush=True)
+            return 0
     except RvvError as exc:
         print(f"pytest-rvv: {exc}", file=sys.stderr)
         return 2

@@ -45,7 +45,7 @@ class RuntimeMismatch(RvvError):
 
 def first_lines(text: str, count: int = 5, *, pattern: str = "error") -> str:
     """The first ``count`` lines of ``text`` that mention ``pattern`` (or the first lines at all)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip()[:400] for line in text.splitlines() if line.strip()]
     hits = [line for line in lines if pattern in line.lower()]
     return "\n".join((hits or lines)[:count])
 

@@ -70,11 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = _settings(config)
         expected = load_expected_failures(settings.expected_failures, settings.known_targets,
-                                          settings.known_models)
+                                          sorted(settings.every_model_name))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = RvvSession(settings, expected)
-    known_ids = {f"{m}-{t}" for m in settings.known_models for t in settings.known_targets}
+    known_ids = {f"{m}-{t}" for m in settings.every_model_name for t in settings.known_targets}
     config.pluginmanager.register(VectorizationSummary(config.rootpath, known_ids), "rvv-vectorization-summary")
 
 

@@ -26,7 +26,7 @@ from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.run.runtimes import Runtime, runtime_for
 from pytest_rvv.settings import Settings
-from pytest_rvv.store import Store, digest
+from pytest_rvv.store import Store, digest, file_sha256
 from pytest_rvv.targets import HOST, Target
 
 # A tiny module that every runtime must run before real models are trusted to it.
@@ -84,11 +84,28 @@ class RvvSession:
 
     @functools.cache  # noqa: B019
     def reference(self, model: Model) -> Reference:
+        """Seeded inputs and onnxruntime's outputs, cached beside the compiled modules."""
+        import onnxruntime
+
         path = self.prepared(model)
-        names = [i.name for i in graph_inputs(load_onnx(path))]
-        by_name = dict(zip([s.name for s in model.inputs], model.generate_inputs(), strict=True))
-        inputs = [by_name[n] for n in names]
-        return Reference(path, inputs, onnxruntime_outputs(path, names, inputs))
+        key = digest(["reference-v1", file_sha256(path), repr(model.inputs), str(model.seed), onnxruntime.__version__])
+
+        def build(tmp: Path) -> dict[str, object]:
+            names = [i.name for i in graph_inputs(load_onnx(path))]
+            by_name = dict(zip([s.name for s in model.inputs], model.generate_inputs(), strict=True))
+            inputs = [by_name[n] for n in names]
+            outputs = onnxruntime_outputs(path, names, inputs)
+            for kind, arrays in (("input", inputs), ("output", outputs)):
+                for i, array in enumerate(arrays):
+                    np.save(tmp / f"{kind}_{i}.npy", array, allow_pickle=False)
+            return {"model": model.name, "inputs": len(inputs), "outputs": len(outputs)}
+
+        entry = self.store.get_or_build("references", key, build)
+
+        def load(kind: str, count: object) -> list[np.ndarray]:
+            return [np.load(entry.file(f"{kind}_{i}.npy"), allow_pickle=False) for i in range(int(str(count)))]
+
+        return Reference(path, load("input", entry.meta["inputs"]), load("output", entry.meta["outputs"]))
 
     # run side
     def qemu(self, arch: str) -> Qemu:

@@ -17,7 +17,7 @@ from pytest_rvv.analyze.gate import DEFAULT_MAX_SHARE_DROP
 from pytest_rvv.errors import ConfigError
 from pytest_rvv.model.manifest import model_from_table
 from pytest_rvv.model.model import Model
-from pytest_rvv.model.registry import BUILTIN_MODELS
+from pytest_rvv.model.registry import SIZES, builtin_models
 from pytest_rvv.targets import BUILTIN_TARGETS, Target, resolve_targets, target_from_table
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -55,6 +55,8 @@ OPTIONS: tuple[Option, ...] = (
            table_key="default-targets", metavar="NAMES"),
     Option("models", "comma-separated model names (default: all registered models)",
            table_key="default-models", metavar="NAMES"),
+    Option("size", "model size preset: ci (small inputs, fast under QEMU; default) or full",
+           metavar="ci|full"),
     Option("runtime-riscv64", "iree-run-module built for riscv64-linux-gnu; without it riscv64 "
            "execution tests skip", env="PYTEST_RVV_RUNTIME_RISCV64", metavar="PATH"),
     Option("runtime-aarch64", "an aarch64 iree-run-module to use instead of the one from the aarch64 "
@@ -108,6 +110,7 @@ class Settings:
     models: tuple[Model, ...]
     known_targets: Mapping[str, Target]
     known_models: Mapping[str, Model]
+    every_model_name: frozenset[str]  # at every size: what expected-failure entries may name
     runtime_riscv64: Path | None
     runtime_aarch64: Path | None
     sysroot_riscv64: Path | None
@@ -149,12 +152,16 @@ class Settings:
             if not isinstance(ttable, dict):
                 raise ConfigError(f"[tool.pytest_rvv.targets.{tname}] must be a table")
             known_targets[tname] = target_from_table(tname, ttable, known_targets)
-        known_models = dict(BUILTIN_MODELS)
-        for mname, mtable in _definitions(table, "models").items():
-            known_models[mname] = model_from_table(mname, mtable, root)
+        size = str(value("size") or "ci")
+        if size not in SIZES:
+            raise ConfigError(f"--rvv-size: {size!r} is not one of {', '.join(SIZES)}")
+        user_models = {name: model_from_table(name, t, root) for name, t in _definitions(table, "models").items()}
+        known_models = {**builtin_models(size), **user_models}
+        every_model_name = {*builtin_models("ci"), *builtin_models("full"), *user_models}
 
         targets = resolve_targets(_names(value("targets")) or list(known_targets), known_targets)
-        model_names = _names(value("models")) or list(known_models)
+        model_names = [n if n in known_models or f"{n}-full" not in known_models else f"{n}-full"
+                       for n in _names(value("models")) or list(known_models)]
         unknown = [n for n in model_names if n not in known_models]
         if unknown:
             raise ConfigError(f"--rvv-models: unknown model(s) {', '.join(unknown)}; "
@@ -178,6 +185,7 @@ class Settings:
             models=tuple(known_models[n] for n in dict.fromkeys(model_names)),
             known_targets=known_targets,
             known_models=known_models,
+            every_model_name=frozenset(every_model_name),
             runtime_riscv64=runtime,
             runtime_aarch64=runtime_aarch64,
             sysroot_riscv64=sysroot,

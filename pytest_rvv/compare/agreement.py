@@ -82,7 +82,9 @@ def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tole
     both_nan = np.isnan(a) & np.isnan(e)
     diff = np.where(both_nan, 0.0, np.abs(a - e))
     diff = np.where(np.isnan(diff), np.inf, diff)
-    rel = diff / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
+    # relative error where the reference is not negligible (|e| > atol), else it is meaningless
+    meaningful = np.abs(e) > max(tol.atol, np.finfo(np.float64).tiny)
+    rel = np.where(meaningful, diff / np.where(meaningful, np.abs(e), 1.0), 0.0)
     bad = diff > tol.atol + tol.rtol * np.abs(e)
     order = np.argsort(diff, axis=None, kind="stable")[::-1][:WORST_SHOWN]
     worst = [(tuple(int(x) for x in np.unravel_index(i, shape)), float(a.flat[i]), float(e.flat[i]))

@@ -18,7 +18,7 @@ from pytest_rvv.targets import HOST, Target
 
 COMPILE_TIMEOUT_S = 1800.0
 EXECUTABLES = "executables"
-_FUNC = re.compile(r'func\.func @"?([^"(\s]+)"?\(')
+_FUNC = re.compile(r'func\.func @(?:"([^"]+)"|([^\s(]+))\(')
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def _entry_function(mlir: Path) -> str:
     with mlir.open(errors="replace") as f:
         for line in f:
             if match := _FUNC.search(line):
-                return match.group(1)
+                return match.group(1) or match.group(2)
     raise CompileFailed(f"{mlir}: no func.func in the imported MLIR; the ONNX graph may be empty")
 
 

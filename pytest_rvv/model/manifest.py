@@ -3,6 +3,8 @@
     [tool.pytest_rvv.models.my-net]
     path = "models/my-net.onnx"           # relative to pyproject.toml
     inputs = [{ name = "x", shape = [1, 3, 64, 64], dtype = "float32", generator = "uniform", low = -1, high = 1 }]
+    # generators: uniform, normal (low=mean, high=std), integers, ones, zeros, text-image,
+    #             npy (with file = "inputs/x.npy")
     tolerance = { atol = 1e-4, rtol = 1e-3 }
     preparation = ["fix-dims"]            # optional, the default
     marks = ["slow"]                      # optional
@@ -23,9 +25,9 @@ from pytest_rvv.errors import ConfigError
 from pytest_rvv.model.model import InputSpec, Model, Tolerance
 from pytest_rvv.model.sources import LocalFile
 
-GENERATORS = ("uniform", "normal", "integers", "ones", "zeros")
+GENERATORS = ("uniform", "normal", "integers", "ones", "zeros", "text-image", "npy")
 _MODEL_KEYS = {"path", "inputs", "tolerance", "preparation", "marks", "seed", "opset", "description"}
-_INPUT_KEYS = {"name", "shape", "dtype", "generator", "low", "high"}
+_INPUT_KEYS = {"name", "shape", "dtype", "generator", "low", "high", "file"}
 
 
 def model_from_table(name: str, table: Mapping[str, Any], base_dir: Path) -> Model:
@@ -44,7 +46,7 @@ def model_from_table(name: str, table: Mapping[str, Any], base_dir: Path) -> Mod
     raw_inputs = table.get("inputs")
     if not isinstance(raw_inputs, list) or not raw_inputs:
         raise fail("inputs", "give a list of { name, shape, dtype, generator } tables")
-    inputs = tuple(_input(raw, i, fail) for i, raw in enumerate(raw_inputs))
+    inputs = tuple(_input(raw, i, fail, base_dir) for i, raw in enumerate(raw_inputs))
     tol = table.get("tolerance", {})
     if not isinstance(tol, Mapping) or set(tol) - {"atol", "rtol"}:
         raise fail("tolerance", "must be { atol = ..., rtol = ... }")
@@ -75,7 +77,7 @@ def model_from_table(name: str, table: Mapping[str, Any], base_dir: Path) -> Mod
     )
 
 
-def _input(raw: Any, index: int, fail: Any) -> InputSpec:
+def _input(raw: Any, index: int, fail: Any, base_dir: Path) -> InputSpec:
     field = f"inputs[{index}]"
     if not isinstance(raw, Mapping):
         raise fail(field, "must be a table { name, shape, dtype, generator }")
@@ -98,4 +100,13 @@ def _input(raw: Any, index: int, fail: Any) -> InputSpec:
     bounds = {k: raw[k] for k in ("low", "high") if k in raw}
     if not all(isinstance(v, int | float) for v in bounds.values()):
         raise fail(f"{field}.low/high", "must be numbers")
-    return InputSpec(raw["name"], tuple(shape), dtype, generator, **{k: float(v) for k, v in bounds.items()})
+    file = ""
+    if generator == "npy":
+        if not isinstance(raw.get("file"), str):
+            raise fail(f"{field}.file", 'generator "npy" needs file = "path/to/input.npy"')
+        path = base_dir / Path(raw["file"]).expanduser()
+        if not path.is_file():
+            raise fail(f"{field}.file", f"{path} not found")
+        file = str(path)
+    return InputSpec(raw["name"], tuple(shape), dtype, generator, file=file,
+                     **{k: float(v) for k, v in bounds.items()})

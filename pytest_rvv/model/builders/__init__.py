@@ -1,0 +1,52 @@
+"""ONNX graph builders for the seed-study architectures, with deterministic seeded random weights.
+
+``BUILDERS[name].build(size, seed)`` returns an opset-17 ModelProto with fixed shapes; ``size`` is
+``"ci"`` (small input, every layer kept; fast under QEMU) or ``"full"`` (224x224 images, 128 tokens).
+``BUILDERS[name].inputs(size)`` are the matching graph inputs with their seeded generators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import onnx
+
+from pytest_rvv.model.builders.cnn import alexnet, googlenet, image_inputs, mobilenetv2, nin, squeezenet11
+from pytest_rvv.model.builders.transformer import tinybert, tinybert_inputs
+from pytest_rvv.model.model import InputSpec
+
+SIZES = ("ci", "full")
+
+
+@dataclass(frozen=True)
+class Builder:
+    """One architecture: ``build(size, seed)`` and the graph inputs for ``size``."""
+
+    name: str
+    description: str
+    family: str
+    build: Callable[[str, int], onnx.ModelProto]
+    inputs: Callable[[str], tuple[InputSpec, ...]]
+
+
+BUILDERS: dict[str, Builder] = {
+    b.name: b
+    for b in (
+        Builder("mobilenetv2", "MobileNetV2 (inverted residuals, depthwise 3x3, ReLU6)", "depthwise CNN",
+                mobilenetv2, partial(image_inputs, "mobilenetv2")),
+        Builder("squeezenet1.1", "SqueezeNet 1.1 (fire modules: 1x1 squeeze, 1x1 + 3x3 expand, concat)",
+                "plain CNN", squeezenet11, partial(image_inputs, "squeezenet1.1")),
+        Builder("alexnet", "AlexNet (torchvision, no LRN: 11x11/4 conv, 5x5, 3x3 convs, FC 4096-4096-1000)",
+                "large-kernel CNN", alexnet, partial(image_inputs, "alexnet")),
+        Builder("nin", "Network in Network, ImageNet (11x11/4 conv, mlpconv blocks of 1x1 convs, global avg pool)",
+                "large-kernel CNN", nin, partial(image_inputs, "nin")),
+        Builder("googlenet", "GoogLeNet / Inception v1 (9 inception blocks, conv+BN+ReLU, no aux heads)",
+                "inception CNN", googlenet, partial(image_inputs, "googlenet")),
+        Builder("tinybert", "TinyBERT 4L-312D (4 encoder layers, 12 heads, GELU FFN 1200)", "transformer encoder",
+                tinybert, tinybert_inputs),
+    )
+}
+
+__all__ = ["BUILDERS", "SIZES", "Builder"]
