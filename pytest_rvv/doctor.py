@@ -19,7 +19,7 @@ from pytest_rvv.targets import AARCH64, RISCV64, Target
 from pytest_rvv.tools import find_executable, version_output
 
 SETUP = "bash scripts/setup.sh"
-PACKAGES = ("pytest", "pytest-xdist", "pytest-benchmark", "syrupy", "iree-base-compiler",
+PACKAGES = ("pytest", "pytest-xdist", "pytest-benchmark", "syrupy", "pyelftools", "iree-base-compiler",
             "iree-base-runtime", "onnx", "onnxruntime", "numpy", "filelock")
 
 
