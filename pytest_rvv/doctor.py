@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pytest_rvv.compile.toolchain import find_toolchain
-from pytest_rvv.errors import RvvError
+from pytest_rvv.errors import RvvError, ToolMissing
+from pytest_rvv.process import run_process
+from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.runtimes import AARCH64_SYSROOT, AARCH64_WHEEL_PLATFORM, host_runtime
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import Settings
+from pytest_rvv.store import Store
 from pytest_rvv.targets import AARCH64, RISCV64, Target
 from pytest_rvv.tools import find_executable, version_output
 
@@ -82,6 +86,7 @@ def diagnose(settings: Settings) -> Iterator[Finding]:
     yield from _runtimes(settings)
     cc = shutil.which("cc") or shutil.which("gcc")
     yield Finding("C compiler (QEMU plugin)", cc is not None, cc or "not found", "apt-get install gcc", required=False)
+    yield _probe("executed-count plugin", lambda: _plugin_loads(settings), f"{SETUP} qemu", required=False)
     yield _cache_dir(settings.cache_dir)
 
 
@@ -110,6 +115,21 @@ def _runtimes(settings: Settings) -> Iterator[Finding]:
 
     yield _probe("iree-run-module (riscv64)", check, "use a riscv64 iree-run-module built from the same IREE "
                  "release as iree-compile", required=False)
+
+
+def _plugin_loads(settings: Settings) -> str:
+    """Build rvv_counter and load it into qemu-aarch64 running the arm64 loader's --help."""
+    qemu = find_qemu(AARCH64, settings.qemu_dir)
+    check_plugin_support(qemu)
+    plugin = build_plugin(Store(settings.cache_dir))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "counts.txt"
+        loader = AARCH64_SYSROOT / "lib" / "ld-linux-aarch64.so.1"
+        run_process([str(qemu.path), "-L", str(AARCH64_SYSROOT), *plugin_option(plugin, out, False), str(loader),
+                     "--help"], timeout_s=60)
+        if not out.is_file():
+            raise ToolMissing(f"{qemu.path} did not run the counting plugin {plugin}")
+        return f"{plugin} loads into {qemu.path.name} {qemu.version_text}"
 
 
 def _cache_dir(path: Path) -> Finding:

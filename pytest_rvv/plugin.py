@@ -19,6 +19,7 @@ from pytest_rvv.analyze.static import analyze
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
 from pytest_rvv.expectations import load_expected_failures
 from pytest_rvv.model.model import Model
+from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
@@ -151,10 +152,43 @@ def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Tar
 
     def check() -> GateResult:
         analysis = analyze(rvv_session.artifact(rvv_model, rvv_target))
-        return check_vectorization(rvv_snapshot, analysis, rvv_target,
+        return check_vectorization(rvv_snapshot, analysis.snapshot(), rvv_target,
                                    max_share_drop=rvv_session.settings.max_vector_share_drop,
                                    strict=request.config.getoption("rvv_strict_baselines"),
                                    record_property=record_property)
+
+    return check
+
+
+@pytest.fixture
+def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner,
+                 tmp_path: Path) -> Callable[..., ExecutedMeasurement]:
+    """Count what ``rvv_model`` executes on ``rvv_runner``'s target (QEMU + the rvv_counter plugin).
+
+    Skips, with the reason, when the emulator cannot load plugins or no C compiler can build it.
+    """
+
+    def measure(elements: bool = False) -> ExecutedMeasurement:
+        try:
+            return measure_executed(rvv_session, rvv_model, rvv_runner, tmp_path, elements=elements)
+        except ToolMissing as exc:
+            pytest.skip(str(exc))
+
+    return measure
+
+
+@pytest.fixture
+def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement], rvv_session: RvvSession,
+                               rvv_model: Model, rvv_target: Target, rvv_snapshot: SnapshotAssertion,
+                               record_property: Any, request: pytest.FixtureRequest) -> Callable[[], GateResult]:
+    """The vectorization gate on executed counts per dispatch, against an executed-counts snapshot."""
+
+    def check() -> GateResult:
+        current = rvv_executed().snapshot(rvv_model.name, rvv_target.name)
+        return check_vectorization(rvv_snapshot, current, rvv_target,
+                                   max_share_drop=rvv_session.settings.max_vector_share_drop,
+                                   strict=request.config.getoption("rvv_strict_baselines"),
+                                   record_property=record_property, kind="executed")
 
     return check
 

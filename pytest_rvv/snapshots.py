@@ -11,7 +11,6 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from pytest_rvv.analyze.gate import GateResult, check_gate
-from pytest_rvv.analyze.static import StaticAnalysis
 from pytest_rvv.targets import Target
 
 VECTORIZATION_PROPERTY = "rvv_vectorization"
@@ -28,12 +27,13 @@ def recorded(snapshot: SnapshotAssertion) -> dict[str, Any] | None:
 
 def check_vectorization(
     snapshot: SnapshotAssertion,
-    analysis: StaticAnalysis,
+    current: dict[str, Any],
     target: Target,
     *,
     max_share_drop: float,
     strict: bool,
     record_property: Any,
+    kind: str = "static",
 ) -> GateResult:
     """Apply the gate against the recorded snapshot, then keep (or, when updating, rewrite) it.
 
@@ -43,7 +43,7 @@ def check_vectorization(
     - otherwise the recorded snapshot stays as it is, accepted changes and improvements are
       reported in the terminal summary, and a regression fails with a dispatch-level message.
     """
-    current = analysis.snapshot()
+    model = current["model"]
     previous = recorded(snapshot)
     verdict = check_gate(previous, current, target, max_share_drop)
     where = snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index)
@@ -58,14 +58,14 @@ def check_vectorization(
         assert snapshot == previous  # the recorded snapshot stays in use (syrupy reports unused ones)
         failures = verdict.failures
     record_property(VECTORIZATION_PROPERTY, {
-        "model": analysis.model, "target": target.name,
+        "model": model, "target": target.name, "kind": kind,
         "vector": current["totals"]["vector"], "instructions": current["totals"]["instructions"],
-        "not_vectorized": current["not_vectorized"] if target.has_vector else [],
+        "not_vectorized": current.get("not_vectorized", []) if target.has_vector else [],
         "improvements": verdict.improvements, "changes": verdict.changes + notes,
     })
     if failures:
         pytest.fail(
-            f"vectorization regression: {analysis.model} on {target.name}\n"
+            f"{kind} vectorization regression: {model} on {target.name}\n"
             + "\n".join(f"  {line}" for line in failures)
             + f"\nsnapshot: {where}\nif this is intended, rerun with --snapshot-update or --update-baselines",
             pytrace=False,

@@ -18,7 +18,7 @@ class VectorizationSummary:
     def __init__(self, rootpath: Path, known_ids: set[str]) -> None:
         self.rootpath = rootpath
         self.known_ids = known_ids  # "<model>-<target>" for every registered model and target
-        self.results: dict[tuple[str, str], dict[str, Any]] = {}
+        self.results: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.snapshot_globs: set[tuple[Path, str]] = set()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -26,7 +26,7 @@ class VectorizationSummary:
             return
         for name, value in report.user_properties:
             if name == VECTORIZATION_PROPERTY:
-                self.results[(value["model"], value["target"])] = value
+                self.results[(value["model"], value["target"], value.get("kind", "static"))] = value
                 module = self.rootpath / report.location[0]
                 function = report.location[2].split("[")[0]
                 self.snapshot_globs.add((module.parent / "__snapshots__" / module.stem, function))
@@ -46,9 +46,10 @@ class VectorizationSummary:
 
     def lines(self) -> list[str]:
         out: list[str] = []
-        for (model, target), r in sorted(self.results.items()):
+        for (model, target, kind), r in sorted(self.results.items()):
             share = 100.0 * r["vector"] / r["instructions"] if r["instructions"] else 0.0
-            head = f"{model} @ {target}: {r['vector']}/{r['instructions']} static instructions vector ({share:.1f}%)"
+            what = "static instructions" if kind == "static" else "instructions executed in dispatches"
+            head = f"{model} @ {target}: {r['vector']}/{r['instructions']} {what} vector ({share:.1f}%)"
             details = []
             missing = r["not_vectorized"]
             if missing:

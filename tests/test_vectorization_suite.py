@@ -84,3 +84,19 @@ def test_stale_snapshot_of_an_unregistered_model_is_reported(project):
     result = project.run(*ARGS)
     result.stdout.fnmatch_lines(["unused snapshot (its model or target is not registered): "
                                  "*test_still_vectorized[[]gone-rv64gc[]].json"])
+
+
+def test_executed_snapshots_are_identical_with_and_without_xdist(project):
+    vectorization_project(project)
+    args = ("vectorization/test_executed_vectorization.py", "--rvv-models=mlp", "--rvv-targets=aarch64,host")
+    project.run(*args, "--update-baselines", "-n", "2").assert_outcomes(passed=1)
+    folder = project.path / "vectorization" / "__snapshots__" / "test_executed_vectorization"
+    [path] = folder.glob("*.json")
+    first = path.read_bytes()
+    path.unlink()
+    project.run(*args, "--update-baselines", "-p", "no:xdist").assert_outcomes(passed=1)
+    assert path.read_bytes() == first
+    assert b'"dispatch_' in first
+    result = project.run(*args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["mlp @ aarch64: */* instructions executed in dispatches vector (*%)"])

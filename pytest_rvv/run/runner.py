@@ -51,25 +51,25 @@ class Runner:
             return "natively"
         return f"under qemu-{self.qemu.arch} {self.qemu.version_text} -cpu {self.target.emulator_cpu}"
 
-    def prefix(self) -> list[str]:
-        """The emulator part of the command line (empty on the host)."""
+    def prefix(self, qemu_args: tuple[str, ...] = ()) -> list[str]:
+        """The emulator part of the command line (empty on the host); ``qemu_args`` e.g. a -plugin."""
         if self.qemu is None:
             return []
         argv = [str(self.qemu.path), "-cpu", self.target.emulator_cpu]
         if self.runtime.sysroot is not None:
             argv += ["-L", str(self.runtime.sysroot)]
-        return argv
+        return argv + list(qemu_args)
 
     def command(self, module: Path, function: str, inputs: list[Path], outputs: list[Path],
-                extra: tuple[str, ...] = ()) -> list[str]:
-        argv = [*self.prefix(), str(self.runtime.executable), "--device=local-sync",
+                extra: tuple[str, ...] = (), qemu_args: tuple[str, ...] = ()) -> list[str]:
+        argv = [*self.prefix(qemu_args), str(self.runtime.executable), "--device=local-sync",
                 f"--module={module}", f"--function={function}"]
         argv += [f"--input=@{p}" for p in inputs]
         argv += [f"--output=@{p}" for p in outputs]
         return argv + list(extra)
 
     def run(self, artifact: Artifact, inputs: list[np.ndarray], workdir: Path, num_outputs: int,
-            timeout_s: float | None) -> RunOutcome:
+            timeout_s: float | None, qemu_args: tuple[str, ...] = ()) -> RunOutcome:
         """Run ``artifact`` on ``inputs``; raise RunFailed with a one-line reason and a repro."""
         if artifact.target != self.target:
             raise ConfigError(
@@ -83,7 +83,7 @@ class Runner:
             np.save(path, array)
         for path in out_paths:
             path.unlink(missing_ok=True)
-        argv = self.command(artifact.path, artifact.function, in_paths, out_paths)
+        argv = self.command(artifact.path, artifact.function, in_paths, out_paths, qemu_args=qemu_args)
         result = run_process(argv, timeout_s=timeout_s)
         repro = shlex.join(argv)
         what = f"{artifact.model} for {self.target.name} {self.where}"

@@ -1,0 +1,1 @@
+"""Measure stage, executed side: a QEMU TCG plugin counting what actually runs, per dispatch."""

@@ -1,0 +1,167 @@
+"""Executed-instruction counts: parsing the plugin's output and attributing it to dispatches."""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elftools.elf.elffile import ELFFile
+
+from pytest_rvv.analyze.classify import (
+    CLASSES,
+    SCALAR,
+    VECTOR_ARITH,
+    VECTOR_CLASSES,
+    VECTOR_CONFIG,
+    VECTOR_MEMORY,
+    classify_aarch64,
+    classify_riscv,
+)
+from pytest_rvv.analyze.disassembly import OUTSIDE, Instruction, disassemble
+from pytest_rvv.analyze.static import dispatch_key, natural_order, share
+from pytest_rvv.errors import RvvError
+
+MIN_VOTES = 2  # translation blocks that must agree on where a dispatch library was loaded
+
+
+@dataclass(frozen=True)
+class Block:
+    """One translated block: where, how long, how often it ran, its RVV class counts, first bytes."""
+
+    vaddr: int
+    n_insns: int
+    execs: int
+    varith: int
+    vmem: int
+    vset: int
+    head: bytes
+
+
+@dataclass(frozen=True)
+class Elements:
+    """Vector instructions of one class executed, elements processed (sum of vl) and sum of VLMAX."""
+
+    executions: int
+    elements: int
+    vlmax: int
+
+    @property
+    def occupancy(self) -> float:
+        return self.elements / self.vlmax if self.vlmax else 0.0
+
+
+@dataclass
+class ExecutedCounts:
+    """Everything one counted run executed."""
+
+    target: str
+    blocks: list[Block]
+    vlen: int | None = None
+    elements: dict[str, Elements] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(b.n_insns * b.execs for b in self.blocks)
+
+    def classes(self) -> dict[str, int]:
+        """Executed instructions per class (RISC-V: classified by the plugin at translation)."""
+        arith = sum(b.varith * b.execs for b in self.blocks)
+        memory = sum(b.vmem * b.execs for b in self.blocks)
+        config = sum(b.vset * b.execs for b in self.blocks)
+        return {VECTOR_ARITH: arith, VECTOR_MEMORY: memory, VECTOR_CONFIG: config,
+                SCALAR: self.total - arith - memory - config}
+
+
+def parse(text: str, source: Path) -> ExecutedCounts:
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("rvv-counter 1 "):
+        raise RvvError(f"{source}: not rvv_counter output (did QEMU load the plugin and exit normally?)")
+    counts = ExecutedCounts(lines[0].split()[2], [])
+    for line in lines[1:]:
+        fields = line.split()
+        if fields[0] == "tb":
+            counts.blocks.append(Block(int(fields[1], 16), *(int(f) for f in fields[2:7]),
+                                       bytes.fromhex(fields[7]) if len(fields) > 7 else b""))
+        elif fields[0] == "vlen":
+            counts.vlen = int(fields[1])
+        elif fields[0] == "el":
+            name = VECTOR_ARITH if fields[1] == "varith" else VECTOR_MEMORY
+            counts.elements[name] = Elements(*(int(f) for f in fields[2:5]))
+    return counts
+
+
+@dataclass
+class _Library:
+    """One dispatch library: its .text bytes and its instructions in address order."""
+
+    text_vaddr: int
+    text: bytes
+    instructions: list[Instruction]
+    addresses: list[int]
+
+    @classmethod
+    def load(cls, elf: Path, arch: str) -> _Library:
+        with elf.open("rb") as f:
+            section = ELFFile(f).get_section_by_name(".text")
+            if section is None:
+                raise RvvError(f"{elf}: no .text section")
+            text_vaddr, text = section["sh_addr"], section.data()
+        instructions = disassemble(elf, arch)
+        return cls(text_vaddr, text, instructions, [i.address for i in instructions])
+
+    def load_base(self, blocks: list[Block]) -> int | None:
+        """Where the runtime loaded this library, voted by blocks whose first bytes occur once in .text."""
+        votes: Counter[int] = Counter()
+        for block in blocks:
+            if len(block.head) < 8:
+                continue
+            at = self.text.find(block.head)
+            if at >= 0 and self.text.find(block.head, at + 1) < 0:
+                votes[block.vaddr - (self.text_vaddr + at)] += block.n_insns
+        if not votes:
+            return None
+        base, weight = votes.most_common(1)[0]
+        return base if weight >= MIN_VOTES else None
+
+
+def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) -> dict[str, Any]:
+    """Executed counts per dispatch function, plus the runtime code outside the dispatches.
+
+    Each block that falls inside a loaded dispatch library is walked over the library's own
+    disassembly, so every executed instruction is attributed to its function and classified
+    exactly as the static analysis classifies it.
+    """
+    per_dispatch: dict[str, Counter[str]] = {}
+    for elf in executables:
+        library = _Library.load(elf, arch)
+        base = library.load_base(counts.blocks)
+        if base is None:
+            continue
+        start, end = base + library.text_vaddr, base + library.text_vaddr + len(library.text)
+        for block in counts.blocks:
+            if not start <= block.vaddr < end or not block.execs:
+                continue
+            i = bisect.bisect_left(library.addresses, block.vaddr - base)
+            for insn in library.instructions[i:i + block.n_insns]:
+                cls = classify_riscv(insn.mnemonic)[0] if arch == "riscv64" else \
+                    classify_aarch64(insn.mnemonic, insn.operands)[0]
+                key = dispatch_key(insn.function) if insn.function != OUTSIDE else OUTSIDE
+                per_dispatch.setdefault(key, Counter())[cls] += block.execs
+    dispatches = {}
+    for key in sorted(per_dispatch, key=natural_order):
+        c = per_dispatch[key]
+        total = sum(c.values())
+        vector = sum(c[v] for v in VECTOR_CLASSES)
+        dispatches[key] = {"instructions": total, "vector": vector, "vectorized": vector > 0,
+                           "classes": {cls: c[cls] for cls in CLASSES if c[cls]}}
+    in_dispatches = sum(d["instructions"] for k, d in dispatches.items() if k != OUTSIDE)
+    vector = sum(d["vector"] for k, d in dispatches.items() if k != OUTSIDE)
+    return {
+        "dispatch_totals": {"instructions": in_dispatches, "vector": vector,
+                            "vector_share_percent": share(vector, in_dispatches)},
+        "dispatches": {k: d for k, d in dispatches.items() if k != OUTSIDE},
+        "outside_dispatches": counts.total - in_dispatches,
+    }

@@ -1,0 +1,218 @@
+/*
+ * rvv_counter: a QEMU TCG plugin counting executed instructions per translation block.
+ *
+ * Cheap by construction: every TB gets one inline scoreboard add per execution (no callback);
+ * its instructions are classified once, at translation (RISC-V: RVV arithmetic / memory /
+ * vset*). With elements=on, vector instructions additionally get a callback reading the vl and
+ * vtype CSRs, to sum the elements processed and VLMAX (lane occupancy) per class.
+ *
+ * Arguments: out=FILE (required), elements=on|off (default off).
+ * Output (text, at exit):
+ *   rvv-counter 1 <target_name>
+ *   vlen <bits>                                  (elements=on, riscv64 with V)
+ *   tb <vaddr> <n_insns> <execs> <varith> <vmem> <vset> <first bytes hex>
+ *   el <class> <executions> <sum vl> <sum vlmax>  (elements=on; class: varith|vmem)
+ * Python (pytest_rvv.profile.counts) aggregates and attributes the blocks to dispatches.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qemu_plugin_api.h"
+
+PLUGIN_EXPORT int qemu_plugin_version = 3;
+
+enum { VARITH, VMEM, VSET, NCLASS };
+enum { HEAD = 16 };
+
+typedef struct Block {
+    uint64_t vaddr;
+    uint32_t n_insns;
+    uint32_t classes[NCLASS];
+    uint8_t head[HEAD];
+    uint32_t head_len;
+    struct qemu_plugin_scoreboard *execs;
+    struct Block *next;
+} Block;
+
+typedef struct {
+    uint64_t executions[2];
+    uint64_t sum_vl[2];
+    uint64_t sum_vlmax[2];
+} Elements;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static Block *blocks;
+static const char *out_path;
+static char target[32];
+static int riscv;
+static int count_elements;
+static struct qemu_plugin_scoreboard *elements;
+static struct qemu_plugin_register *reg_vl, *reg_vtype, *reg_vlenb;
+static uint64_t vlen_bits;
+static const uint32_t class_ids[2] = {VARITH, VMEM};
+
+static int classify_riscv(uint32_t word, size_t size)
+{
+    if (size != 4) {
+        return -1; /* compressed: scalar */
+    }
+    uint32_t opcode = word & 0x7f, funct3 = (word >> 12) & 7;
+    if (opcode == 0x57) {
+        return funct3 == 7 ? VSET : VARITH;
+    }
+    if ((opcode == 0x07 || opcode == 0x27) && (funct3 == 0 || funct3 >= 5)) {
+        return VMEM;
+    }
+    return -1;
+}
+
+static uint64_t read_csr(struct qemu_plugin_register *reg, GByteArray *buf)
+{
+    uint64_t value = 0;
+    g_byte_array_set_size(buf, 0);
+    int n = qemu_plugin_read_register(reg, buf);
+    if (n > 0) {
+        memcpy(&value, buf->data, n < 8 ? (size_t)n : 8);
+    }
+    return value;
+}
+
+static void on_vector_insn(unsigned int vcpu, void *udata)
+{
+    static __thread GByteArray *buf;
+    if (!buf) {
+        buf = g_byte_array_new();
+    }
+    uint32_t cls = *(const uint32_t *)udata == VMEM ? 1 : 0;
+    uint64_t vl = read_csr(reg_vl, buf), vtype = read_csr(reg_vtype, buf);
+    uint64_t sew = 8u << ((vtype >> 3) & 7), lmul = vtype & 7;
+    uint64_t vlmax = lmul < 4 ? (vlen_bits << lmul) / sew : (vlen_bits >> (8 - lmul)) / sew;
+    Elements *e = qemu_plugin_scoreboard_find(elements, vcpu);
+    e->executions[cls] += 1;
+    e->sum_vl[cls] += vl;
+    e->sum_vlmax[cls] += vlmax;
+}
+
+static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
+{
+    (void)id;
+    (void)vcpu;
+    GArray *regs = qemu_plugin_get_registers();
+    qemu_plugin_reg_descriptor *d = (qemu_plugin_reg_descriptor *)regs->data;
+    for (unsigned int i = 0; i < regs->len; i++) {
+        if (!strcmp(d[i].name, "vl")) reg_vl = d[i].handle;
+        if (!strcmp(d[i].name, "vtype")) reg_vtype = d[i].handle;
+        if (!strcmp(d[i].name, "vlenb")) reg_vlenb = d[i].handle;
+    }
+    g_array_free(regs, 1);
+    if (reg_vlenb && !vlen_bits) {
+        GByteArray *buf = g_byte_array_new();
+        vlen_bits = read_csr(reg_vlenb, buf) * 8;
+    }
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    Block *b = calloc(1, sizeof(*b));
+    b->vaddr = qemu_plugin_tb_vaddr(tb);
+    b->n_insns = qemu_plugin_tb_n_insns(tb);
+    b->execs = qemu_plugin_scoreboard_new(sizeof(uint64_t));
+    for (size_t i = 0; i < b->n_insns; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        uint8_t bytes[HEAD] = {0};
+        size_t size = qemu_plugin_insn_data(insn, bytes, sizeof(bytes));
+        if (b->head_len + size <= HEAD) {
+            memcpy(b->head + b->head_len, bytes, size);
+            b->head_len += size;
+        }
+        if (!riscv) {
+            continue;
+        }
+        uint32_t word = 0;
+        memcpy(&word, bytes, size < 4 ? size : 4);
+        int cls = classify_riscv(word, size);
+        if (cls < 0) {
+            continue;
+        }
+        b->classes[cls]++;
+        if (count_elements && cls != VSET && reg_vl && reg_vtype && vlen_bits) {
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_vector_insn, QEMU_PLUGIN_CB_R_REGS,
+                                                   (void *)&class_ids[cls == VMEM ? 1 : 0]);
+        }
+    }
+    qemu_plugin_u64 counter = {b->execs, 0};
+    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, counter, 1);
+    pthread_mutex_lock(&lock);
+    b->next = blocks;
+    blocks = b;
+    pthread_mutex_unlock(&lock);
+}
+
+static void write_counts(qemu_plugin_id_t id, void *udata)
+{
+    FILE *f = fopen(out_path, "w");
+    if (!f) {
+        qemu_plugin_outs("rvv_counter: cannot open the out= file\n");
+        return;
+    }
+    fprintf(f, "rvv-counter 1 %s\n", target);
+    if (count_elements) {
+        fprintf(f, "vlen %" PRIu64 "\n", vlen_bits);
+    }
+    for (Block *b = blocks; b; b = b->next) {
+        qemu_plugin_u64 counter = {b->execs, 0};
+        fprintf(f, "tb %" PRIx64 " %u %" PRIu64 " %u %u %u ", b->vaddr, b->n_insns, qemu_plugin_u64_sum(counter),
+                b->classes[VARITH], b->classes[VMEM], b->classes[VSET]);
+        for (uint32_t i = 0; i < b->head_len; i++) {
+            fprintf(f, "%02x", b->head[i]);
+        }
+        fputc('\n', f);
+    }
+    if (count_elements) {
+        Elements total = {0};
+        for (int cpu = 0; cpu < qemu_plugin_num_vcpus(); cpu++) { /* user mode: threads are vCPUs */
+            Elements *e = qemu_plugin_scoreboard_find(elements, cpu);
+            for (int c = 0; c < 2; c++) {
+                total.executions[c] += e->executions[c];
+                total.sum_vl[c] += e->sum_vl[c];
+                total.sum_vlmax[c] += e->sum_vlmax[c];
+            }
+        }
+        const char *names[2] = {"varith", "vmem"};
+        for (int c = 0; c < 2; c++) {
+            fprintf(f, "el %s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", names[c], total.executions[c],
+                    total.sum_vl[c], total.sum_vlmax[c]);
+        }
+    }
+    fclose(f);
+}
+
+PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        if (!strncmp(argv[i], "out=", 4)) {
+            out_path = argv[i] + 4;
+        } else if (!strcmp(argv[i], "elements=on")) {
+            count_elements = 1;
+        } else if (strcmp(argv[i], "elements=off")) {
+            fprintf(stderr, "rvv_counter: unknown argument %s (use out=FILE, elements=on|off)\n", argv[i]);
+            return -1;
+        }
+    }
+    if (!out_path) {
+        fprintf(stderr, "rvv_counter: out=FILE is required\n");
+        return -1;
+    }
+    snprintf(target, sizeof(target), "%s", info->target_name);
+    riscv = !strncmp(target, "riscv", 5);
+    if (count_elements) {
+        elements = qemu_plugin_scoreboard_new(sizeof(Elements));
+        qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+    }
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+    qemu_plugin_register_atexit_cb(id, write_counts, NULL);
+    return 0;
+}

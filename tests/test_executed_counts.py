@@ -1,0 +1,132 @@
+"""Executed-instruction counts from the rvv_counter QEMU plugin, against numbers derived by hand."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_rvv.errors import ToolMissing
+from pytest_rvv.model.manifest import model_from_table
+from pytest_rvv.process import run_process
+from pytest_rvv.profile.counts import parse
+from pytest_rvv.profile.measure import measure_executed
+from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
+from pytest_rvv.run.qemu import Qemu, find_qemu
+from pytest_rvv.session import RvvSession
+from pytest_rvv.settings import Settings
+from pytest_rvv.store import Store
+from pytest_rvv.targets import BUILTIN_TARGETS, Target
+
+from .conftest import USER_CACHE, mlp_model
+
+# c[i] = a[i] + b[i] for 100 floats, strip-mined with vsetvli: per iteration 1 vsetvli, 2 vle32,
+# 1 vfadd, 1 vse32 and 6 scalar instructions; 7 instructions before the loop, 3 after it.
+VADD = r"""
+    .option norelax
+    .globl _start
+    .text
+_start:
+    li   a0, 100
+    la   a1, src_a
+    la   a2, src_b
+    la   a3, dst
+loop:
+    vsetvli t0, a0, e32, m1, ta, ma
+    vle32.v v1, (a1)
+    vle32.v v2, (a2)
+    vfadd.vv v3, v1, v2
+    vse32.v v3, (a3)
+    slli t1, t0, 2
+    add  a1, a1, t1
+    add  a2, a2, t1
+    add  a3, a3, t1
+    sub  a0, a0, t0
+    bnez a0, loop
+    li   a7, 93
+    li   a0, 0
+    ecall
+    .data
+src_a: .zero 400
+src_b: .zero 400
+dst:   .zero 400
+"""
+CROSS_GCC = "riscv64-linux-gnu-gcc"
+
+
+@pytest.fixture(scope="module")
+def vadd(tmp_path_factory) -> Path:
+    if shutil.which(CROSS_GCC) is None:
+        pytest.skip(f"{CROSS_GCC} not installed: apt-get install gcc-riscv64-linux-gnu (bash scripts/setup.sh system)")
+    folder = tmp_path_factory.mktemp("vadd")
+    (folder / "vadd.S").write_text(VADD)
+    subprocess.run([CROSS_GCC, "-march=rv64gcv", "-mabi=lp64d", "-nostdlib", "-static", "-Wl,--no-relax",
+                    "-o", folder / "vadd", folder / "vadd.S"], check=True)
+    return folder / "vadd"
+
+
+@pytest.fixture(scope="module")
+def plugin() -> Path:
+    try:
+        check_plugin_support(find_qemu("riscv64"))
+        return build_plugin(Store(USER_CACHE))
+    except ToolMissing as exc:
+        pytest.skip(str(exc))
+
+
+def count(program: Path, target: Target, plugin: Path, out: Path, elements: bool = True):
+    qemu = find_qemu("riscv64")
+    argv = [str(qemu.path), "-cpu", target.emulator_cpu, *plugin_option(plugin, out, elements), str(program)]
+    assert run_process(argv, timeout_s=60).ok
+    return parse(out.read_text(), out)
+
+
+@pytest.mark.parametrize(("vlen", "iterations"), [(128, 25), (256, 13), (512, 7)])
+def test_counts_of_a_hand_written_rvv_loop_match_the_hand_derived_numbers(vadd, plugin, tmp_path, vlen, iterations):
+    counts = count(vadd, BUILTIN_TARGETS[f"rv64gcv-zvl{vlen}b"], plugin, tmp_path / "c.txt")
+    assert counts.vlen == vlen
+    assert counts.total == 7 + 11 * iterations + 3
+    assert counts.classes() == {"vector_arith": iterations, "vector_memory": 3 * iterations,
+                                "vector_config": iterations, "scalar": 7 + 6 * iterations + 3}
+    vlmax = vlen // 32
+    arith, memory = counts.elements["vector_arith"], counts.elements["vector_memory"]
+    assert (arith.executions, arith.elements, arith.vlmax) == (iterations, 100, iterations * vlmax)
+    assert (memory.executions, memory.elements, memory.vlmax) == (3 * iterations, 300, 3 * iterations * vlmax)
+    assert arith.occupancy == pytest.approx(100 / (iterations * vlmax))
+
+
+def test_counting_is_repeatable_and_cheap_counting_needs_no_register_reads(vadd, plugin, tmp_path):
+    target = BUILTIN_TARGETS["rv64gcv-zvl256b"]
+    first = count(vadd, target, plugin, tmp_path / "a.txt", elements=False)
+    second = count(vadd, target, plugin, tmp_path / "b.txt", elements=False)
+    assert first.blocks == second.blocks and first.total == 153
+    assert first.elements == {}
+
+
+def test_plugin_is_built_once_into_the_cache(plugin):
+    assert build_plugin(Store(USER_CACHE)) == plugin
+    assert plugin.is_file() and plugin.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_too_old_qemu_is_one_clear_line():
+    old = Qemu("riscv64", find_qemu("riscv64").path, (9, 0))
+    with pytest.raises(ToolMissing, match=r"is QEMU 9.0; executed-instruction counts need plugin API 3 "
+                                          r"\(QEMU >= 9.1\)"):
+        check_plugin_support(old)
+
+
+def test_model_counts_per_dispatch_are_identical_across_runs(tmp_path):
+    mlp_model(tmp_path / "mlp.onnx")
+    model = model_from_table("mlp", {"path": "mlp.onnx", "inputs": [{"name": "x", "shape": [4, 64]}]}, tmp_path)
+    session = RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE)}, tmp_path))
+    runner = session.runner(BUILTIN_TARGETS["aarch64"])
+    try:
+        first = measure_executed(session, model, runner, tmp_path / "1")
+    except ToolMissing as exc:
+        pytest.skip(str(exc))
+    second = measure_executed(session, model, runner, tmp_path / "2")
+    assert first.snapshot("mlp", "aarch64") == second.snapshot("mlp", "aarch64")
+    dispatches = first.attribution["dispatches"]
+    assert dispatches and all(key.startswith("dispatch_") for key in dispatches)
+    assert any(d["vector"] > 0 for d in dispatches.values())
+    assert first.counts.total > first.attribution["dispatch_totals"]["instructions"] > 0
