@@ -6,7 +6,7 @@ from .conftest import SUITES
 
 NO_VECTOR = ('[tool.pytest_rvv.targets.rv64gcv-zvl256b]\narch = "riscv64"\nfeatures = ["+m", "+a", "+f", "+d", "+c"]\n'
              'emulator-cpu = "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0"\n')
-ARGS = ("vectorization", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b")
+ARGS = ("vectorization/test_static_vectorization.py", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b")
 
 
 def vectorization_project(project, extra=""):
@@ -50,7 +50,7 @@ def test_losing_v_fails_the_gate_with_a_dispatch_level_diff(project):
     result = project.run(*ARGS)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "vectorization regression: mlp on rv64gcv-zvl256b",
+        "static vectorization regression: mlp on rv64gcv-zvl256b",
         "  dispatch_*matmul*: was vectorized (* vector of * instructions), now scalar (0 vector of * instructions)",
         "  vector share fell from *% to 0.00% (-* points; allowed -5)",
         "snapshot: */test_still_vectorized[[]mlp-rv64gcv-zvl256b[]].json",
@@ -71,7 +71,8 @@ def test_vector_code_on_a_scalar_target_fails_even_when_updating(project):
     # a CPU with V (sifive-x280) behind scalar features: LLVM emits RVV for a "scalar" target
     vectorization_project(project, extra='[tool.pytest_rvv.targets.x280-scalar]\nextends = "rv64gc"\n'
                                           'cpu = "sifive-x280"\n')
-    result = project.run("vectorization", "--rvv-models=mlp", "--rvv-targets=x280-scalar", "--update-baselines")
+    result = project.run("vectorization/test_static_vectorization.py", "--rvv-models=mlp", "--rvv-targets=x280-scalar",
+                         "--update-baselines")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["  x280-scalar is a scalar target but its code has * vector instructions: dispatch_*"])
 
