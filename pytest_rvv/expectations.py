@@ -13,12 +13,15 @@ and limited to that kind of error: an unexpected pass, or a different failure, f
 
 from __future__ import annotations
 
+import json
 import tomllib
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_rvv.errors import CompileFailed, ConfigError, RunFailed
+from pytest_rvv.store import atomic_write_bytes
 
 PHASES: dict[str, type[BaseException]] = {
     "compile": CompileFailed,
@@ -77,3 +80,88 @@ def load_expected_failures(
                 raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
             found[(target, model)] = ExpectedFailure(target, model, phase, reason.strip())
     return found
+
+
+HEADER = """\
+# Expected failures of the correctness suite, per target and model. Strict: an unexpected pass
+# fails until its entry is removed, and only the named kind of failure is accepted.
+#
+# [TARGET]
+# MODEL = { phase = "compile" | "run" | "agreement", reason = "the error seen" }
+#
+# `pytest suites/ --update-baselines` rewrites this file from the run.
+"""
+
+
+def phase_of(error: BaseException) -> str | None:
+    """The phase an exception from a correctness check belongs to."""
+    for phase, kind in PHASES.items():
+        if isinstance(error, kind):
+            return phase
+    return None
+
+
+def rewrite_expected_failures(path: Path, current: dict[tuple[str, str], ExpectedFailure],
+                              observed: Iterable[tuple[str, str, str | None, str]]) -> list[str]:
+    """Update ``path`` from a run: ``observed`` is (target, model, failed phase or None, reason).
+
+    A model x target that failed gets (or keeps) an entry for its earliest failing phase; one
+    whose checks all passed loses its entry; pairs that did not run keep theirs. Atomic write.
+    """
+    order = list(PHASES)
+    entries = dict(current)
+    outcome: dict[tuple[str, str], tuple[str | None, str]] = {}
+    for target, model, phase, reason in observed:
+        key = (target, model)
+        previous = outcome.get(key)
+        if phase is not None and (previous is None or previous[0] is None
+                                  or order.index(phase) < order.index(previous[0])):
+            outcome[key] = (phase, reason)
+        elif previous is None:
+            outcome[key] = (None, "")
+    changes = []
+    for key, (phase, reason) in sorted(outcome.items()):
+        old = entries.get(key)
+        if phase is None and old is not None:
+            del entries[key]
+            changes.append(f"expected failure removed (passes now): [{key[0]}] {key[1]}")
+        elif phase is not None and (old is None or old.phase != phase):
+            entries[key] = ExpectedFailure(key[0], key[1], phase, reason)
+            changes.append(f"expected failure recorded: [{key[0]}] {key[1]} ({phase}: {reason})")
+    if not changes:
+        return []
+    lines = [HEADER]
+    for target in sorted({t for t, _ in entries}):
+        lines.append(f"\n[{json.dumps(target)}]")
+        for (t, model), entry in sorted(entries.items()):
+            if t == target:
+                lines.append(f"{json.dumps(model)} = {{ phase = {json.dumps(entry.phase)}, "
+                             f"reason = {json.dumps(entry.reason)} }}")
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
+    return changes
+
+
+class ExpectedFailureUpdater:
+    """pytest plugin object: with --update-baselines, the controller rewrites the file once."""
+
+    def __init__(self, path: Path, current: dict[tuple[str, str], ExpectedFailure], property_name: str) -> None:
+        self.path = path
+        self.current = current
+        self.property_name = property_name
+        self.observed: list[tuple[str, str, str | None, str]] = []
+        self.changes: list[str] = []
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        for name, value in report.user_properties:
+            if name == self.property_name:
+                self.observed.append(tuple(value))  # type: ignore[arg-type]
+
+    def pytest_sessionfinish(self, session: Any) -> None:
+        if not hasattr(session.config, "workerinput") and session.config.getoption("update_baselines"):
+            self.changes = rewrite_expected_failures(self.path, self.current, self.observed)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.changes:
+            terminalreporter.section("rvv expected failures", sep="-")
+            for line in self.changes:
+                terminalreporter.write_line(line)

@@ -17,8 +17,12 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from pytest_rvv.analyze.gate import GateResult
 from pytest_rvv.analyze.static import analyze
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
-from pytest_rvv.expectations import load_expected_failures
+from pytest_rvv.expectations import ExpectedFailureUpdater, load_expected_failures, phase_of
 from pytest_rvv.model.model import Model
+from pytest_rvv.perf.baseline import baseline_path, load_baseline
+from pytest_rvv.perf.measure import PerfResult, measure_performance
+from pytest_rvv.perf.policy import compare, table, tolerances
+from pytest_rvv.perf.report import PERF_NOTE, PERF_PROPERTY, PerformanceCollector
 from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
@@ -28,6 +32,8 @@ from pytest_rvv.summary import VectorizationSummary
 from pytest_rvv.targets import Target
 
 SESSION_KEY = pytest.StashKey[RvvSession]()
+PERF_BASELINES = Path("baselines") / "performance"
+CHECK_PROPERTY = "rvv_check_outcome"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--update-baselines", action="store_true", default=False,
                     help="rewrite the vectorization snapshots (as --snapshot-update does) from this run; "
                          "use after a deliberate toolchain or flag change")
+    group.addoption("--rvv-report", default=None, metavar="DIR",
+                    help="write the performance results as JSON, Markdown (Table 1) and PNG plots into DIR")
     group.addoption("--rvv-strict-baselines", action="store_true", default=False,
                     help="fail, instead of passing with a note, when a snapshot has not been recorded yet (CI)")
 
@@ -77,6 +85,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = RvvSession(settings, expected)
     known_ids = {f"{m}-{t}" for m in settings.every_model_name for t in settings.known_targets}
     config.pluginmanager.register(VectorizationSummary(config.rootpath, known_ids), "rvv-vectorization-summary")
+    config.pluginmanager.register(PerformanceCollector(config, settings.root / PERF_BASELINES), "rvv-performance")
+    config.pluginmanager.register(ExpectedFailureUpdater(settings.expected_failures, expected, CHECK_PROPERTY),
+                                  "rvv-expected-failures")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -133,10 +144,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Show pytest-rvv errors as their one-line message plus details, not as a traceback."""
     report = yield
     excinfo = call.excinfo
+    _record_check_outcome(item, report, excinfo)
     if report.failed and excinfo is not None and isinstance(excinfo.value, RvvError):
         details = getattr(excinfo.value, "details", "") or getattr(excinfo.value, "log", "")
         report.longrepr = f"{type(excinfo.value).__name__}: {excinfo.value}" + (f"\n{details}" if details else "")
     return report
+
+
+def _record_check_outcome(item: pytest.Item, report: pytest.TestReport, excinfo: Any) -> None:
+    """Attach (target, model, failed phase, reason) of a correctness check to its report (for xdist)."""
+    marker = item.get_closest_marker("rvv_check")
+    params = getattr(item, "callspec", None)
+    skipped = report.skipped and not hasattr(report, "wasxfail")
+    if marker is None or params is None or report.when != "call" or skipped:
+        return
+    model, target = params.params.get("rvv_model"), params.params.get("rvv_target")
+    if not isinstance(model, Model) or not isinstance(target, Target) or "correctness" not in item.nodeid:
+        return
+    phase = phase_of(excinfo.value) if excinfo is not None else None
+    reason = str(excinfo.value).strip().splitlines()[0][:200] if excinfo is not None and phase else ""
+    report.user_properties.append((CHECK_PROPERTY, (target.name, model.name, phase, reason)))
 
 
 @pytest.fixture
@@ -189,6 +216,41 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
                                    max_share_drop=rvv_session.settings.max_vector_share_drop,
                                    strict=request.config.getoption("rvv_strict_baselines"),
                                    record_property=record_property, kind="executed")
+
+    return check
+
+
+@pytest.fixture
+def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, record_property: Any,
+                    request: pytest.FixtureRequest) -> Callable[[], PerfResult]:
+    """Measure ``rvv_model`` on ``rvv_target`` and compare with its baseline (fails with a table)."""
+
+    def check() -> PerfResult:
+        settings = rvv_session.settings
+        try:
+            runner: Runner | None = rvv_session.runner(rvv_target)
+        except RuntimeNotProvided:
+            runner = None  # compile-side metrics only
+        result = measure_performance(rvv_session, rvv_model, rvv_target, runner, settings.perf_repeat)
+        record_property(PERF_PROPERTY, result.as_json())
+        if request.config.getoption("update_baselines"):
+            return result
+        path = baseline_path(settings.root / PERF_BASELINES, rvv_target.name, rvv_model.name)
+        try:
+            baseline = load_baseline(path)
+            limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
+        except ConfigError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        if baseline is None:
+            if request.config.getoption("rvv_strict_baselines"):
+                pytest.fail(f"no performance baseline {path}: record one with --update-baselines", pytrace=False)
+            record_property(PERF_NOTE, f"baseline needed: {path} (record it with --update-baselines)")
+            return result
+        rows = compare(baseline, result.metrics, result.samples, limits)
+        if not all(row.ok for row in rows):
+            pytest.fail(f"performance regression: {rvv_model.name} on {rvv_target.name} (baseline {path})\n"
+                        + table(rows), pytrace=False)
+        return result
 
     return check
 

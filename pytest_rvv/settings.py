@@ -71,6 +71,8 @@ OPTIONS: tuple[Option, ...] = (
            "script's build, then PATH)", env="PYTEST_RVV_QEMU_DIR", metavar="DIR"),
     Option("max-vector-share-drop", "percentage points a model's static vector share may fall below its "
            f"snapshot before the vectorization gate fails (default: {DEFAULT_MAX_SHARE_DROP:g})", metavar="POINTS"),
+    Option("perf-repeat", "emulated runs per performance measurement (default: 3; 5+ enables the "
+           "statistical test on time)", metavar="N"),
     Option("expected-failures", "TOML file of expected failures per target "
            "(default: baselines/expected-failures.toml)", metavar="FILE"),
 )
@@ -93,7 +95,7 @@ def read_pyproject_table(path: Path | None) -> dict[str, Any]:
     table = data.get("tool", {}).get("pytest_rvv", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.pytest_rvv] must be a table")
-    known = {o.key for o in OPTIONS} | {"targets", "models"}
+    known = {o.key for o in OPTIONS} | {"targets", "models", "tolerances"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [tool.pytest_rvv]: {', '.join(unknown)}; "
@@ -119,6 +121,8 @@ class Settings:
     qemu_dir: Path | None
     expected_failures: Path
     max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
+    perf_repeat: int = 3
+    tolerances: Mapping[str, Any] | None = None  # [tool.pytest_rvv.tolerances]
 
     @classmethod
     def resolve(
@@ -194,6 +198,9 @@ class Settings:
             qemu_dir=path("qemu-dir"),
             expected_failures=path("expected-failures") or root / "baselines" / "expected-failures.toml",
             max_vector_share_drop=share_drop,
+            perf_repeat=int(_number(value("perf-repeat"), 3, "--rvv-perf-repeat", "a positive number of runs",
+                                    positive=True)),
+            tolerances=table.get("tolerances") or {},
         )
 
 

@@ -148,3 +148,17 @@ def test_disagreement_prints_error_figures_worst_positions_and_repro(project):
         "E * worst: [[]*[]] got * want *",
         "E * repro: */iree-run-module --device=local-sync --module=*/module.vmfb --function=mlp --input=@*",
     ])
+
+
+def test_update_baselines_rewrites_the_expected_failure_list_from_the_run(project):
+    project.write(models=("mlp", "strings"))
+    (project.path / "baselines").mkdir()
+    listing = project.path / "baselines" / "expected-failures.toml"
+    listing.write_text('[host]\nmlp = { phase = "agreement", reason = "was wrong once" }\n')
+    result = project.run("correctness", "--rvv-models=mlp,strings", "--rvv-targets=host", "--update-baselines")
+    result.stdout.fnmatch_lines(["*expected failure removed (passes now): [[]host[]] mlp",
+                                 "*expected failure recorded: [[]host[]] strings (compile: iree-compile rejected*"])
+    text = listing.read_text()
+    assert "mlp" not in text and '"strings" = { phase = "compile"' in text
+    again = project.run("correctness", "--rvv-models=mlp,strings", "--rvv-targets=host")
+    again.assert_outcomes(passed=2, xfailed=2)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-from importlib.resources import files
 from pathlib import Path
 
+from pytest_rvv.cbuild import build_c
 from pytest_rvv.errors import ToolMissing
-from pytest_rvv.process import run_process
 from pytest_rvv.run.qemu import Qemu
-from pytest_rvv.store import Store, digest
-from pytest_rvv.tools import version_output
+from pytest_rvv.store import Store
 
 SOURCES = ("rvv_counter.c", "qemu_plugin_api.h")
 PLUGIN_API_VERSION = 3  # what rvv_counter.c declares; QEMU 9.1+ offers it
@@ -18,26 +15,7 @@ PLUGIN_API_VERSION = 3  # what rvv_counter.c declares; QEMU 9.1+ offers it
 
 def build_plugin(store: Store) -> Path:
     """Compile rvv_counter.c with the system C compiler (cached by source and compiler version)."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise ToolMissing("no C compiler to build the QEMU counting plugin: apt-get install gcc")
-    package = files("pytest_rvv.profile")
-    texts = {name: package.joinpath(name).read_text() for name in SOURCES}
-    key = digest(["rvv-counter-v1", version_output(Path(cc)), *(texts[n] for n in SOURCES)])
-
-    def build(tmp: Path) -> dict[str, object]:
-        work = tmp / ".src"
-        work.mkdir()
-        for name, text in texts.items():
-            (work / name).write_text(text)
-        result = run_process([cc, "-shared", "-fPIC", "-O2", "-Wall", "-o", tmp / "rvv_counter.so",
-                              work / "rvv_counter.c"], timeout_s=300)
-        shutil.rmtree(work)
-        if not result.ok:
-            raise ToolMissing(f"building the QEMU counting plugin failed: {result.stderr.strip()[:300]}")
-        return {"cc": cc}
-
-    return store.get_or_build("plugins", key, build).file("rvv_counter.so")
+    return build_c(store, "pytest_rvv.profile", SOURCES, "rvv_counter.so", shared=True)
 
 
 def check_plugin_support(qemu: Qemu) -> None:

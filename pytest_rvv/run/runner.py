@@ -61,16 +61,22 @@ class Runner:
         return argv + list(qemu_args)
 
     def command(self, module: Path, function: str, inputs: list[Path], outputs: list[Path],
-                extra: tuple[str, ...] = (), qemu_args: tuple[str, ...] = ()) -> list[str]:
-        argv = [*self.prefix(qemu_args), str(self.runtime.executable), "--device=local-sync",
+                extra: tuple[str, ...] = (), qemu_args: tuple[str, ...] = (),
+                launcher: tuple[str, ...] = ()) -> list[str]:
+        argv = [*launcher, *self.prefix(qemu_args), str(self.runtime.executable), "--device=local-sync",
                 f"--module={module}", f"--function={function}"]
         argv += [f"--input=@{p}" for p in inputs]
         argv += [f"--output=@{p}" for p in outputs]
         return argv + list(extra)
 
     def run(self, artifact: Artifact, inputs: list[np.ndarray], workdir: Path, num_outputs: int,
-            timeout_s: float | None, qemu_args: tuple[str, ...] = ()) -> RunOutcome:
-        """Run ``artifact`` on ``inputs``; raise RunFailed with a one-line reason and a repro."""
+            timeout_s: float | None, qemu_args: tuple[str, ...] = (), launcher: tuple[str, ...] = (),
+            runtime_args: tuple[str, ...] = ()) -> RunOutcome:
+        """Run ``artifact`` on ``inputs``; raise RunFailed with a one-line reason and a repro.
+
+        ``qemu_args`` go to the emulator (e.g. a -plugin), ``launcher`` before everything (e.g. the
+        RSS probe), ``runtime_args`` to iree-run-module (e.g. --print_statistics).
+        """
         if artifact.target != self.target:
             raise ConfigError(
                 f"module for {artifact.target.name!r} cannot run on the {self.target.name!r} runner "
@@ -83,7 +89,8 @@ class Runner:
             np.save(path, array)
         for path in out_paths:
             path.unlink(missing_ok=True)
-        argv = self.command(artifact.path, artifact.function, in_paths, out_paths, qemu_args=qemu_args)
+        argv = self.command(artifact.path, artifact.function, in_paths, out_paths, extra=runtime_args,
+                            qemu_args=qemu_args, launcher=launcher)
         result = run_process(argv, timeout_s=timeout_s)
         repro = shlex.join(argv)
         what = f"{artifact.model} for {self.target.name} {self.where}"

@@ -66,7 +66,8 @@ def aarch64_runtime(store: Store, release: str, executable: Path | None = None) 
         store, requirement, {"iree-run-module": "iree/_runtime_libs/iree-run-module"},
         platform=AARCH64_WHEEL_PLATFORM, python_version=python, executable=("iree-run-module",),
     )
-    return Runtime(AARCH64, entry.file("iree-run-module"), AARCH64_SYSROOT, f"{entry.meta['wheel']} (aarch64)")
+    return Runtime(AARCH64, entry.file("iree-run-module"), AARCH64_SYSROOT,
+                   f"{requirement} ({AARCH64_WHEEL_PLATFORM} wheel)")
 
 
 def riscv64_runtime(executable: Path | None, sysroot: Path | None) -> Runtime:

@@ -1,0 +1,1 @@
+"""Measure stage, performance side: time, memory, sizes and counts against stored baselines."""

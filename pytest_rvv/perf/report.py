@@ -1,0 +1,142 @@
+"""Performance reporting: the controller collects results, writes baselines once, and prints Table 1.
+
+Table 1 follows the scalar-vs-RVV study: Model | Target | Time | Mem | static vector instr |
+executed vector % | speedup vs rv64gc. ``--rvv-report=DIR`` also writes JSON, Markdown and PNG plots.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rvv.perf.baseline import write_baselines
+from pytest_rvv.store import atomic_write_bytes
+
+PERF_PROPERTY = "rvv_performance"
+PERF_NOTE = "rvv_performance_note"
+
+
+def _speedup(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: str) -> str:
+    base = rows.get((model, "rv64gc"), {}).get("metrics", {}).get("wall_s_min")
+    now = rows.get((model, target), {}).get("metrics", {}).get("wall_s_min")
+    return f"{base / now:.2f}x" if base and now else "-"
+
+
+def table_one(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    header = ["Model", "Target", "Time (min s)", "Mem (peak RSS MB)", "static vector instr",
+              "executed vector %", "speedup vs rv64gc"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (model, target), record in sorted(rows.items()):
+        m = record["metrics"]
+        time = f"{m['wall_s_min']:.3f}" if "wall_s_min" in m else "-"
+        mem = f"{m['peak_rss_kb'] / 1024:.1f}" if "peak_rss_kb" in m else "-"
+        static = str(m["static_vector"]) if "static_vector" in m else "-"
+        executed = (f"{100 * m['executed_dispatch_vector'] / m['executed_dispatch_instructions']:.1f}"
+                    if m.get("executed_dispatch_instructions") else "-")
+        lines.append(f"| {model} | {target} | {time} | {mem} | {static} | {executed} | "
+                     f"{_speedup(rows, model, target)} |")
+    return lines
+
+
+def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -> list[Path]:
+    """JSON, Markdown and PNG plots (matplotlib, Agg backend) of the collected results."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = [directory / "performance.json", directory / "performance.md"]
+    atomic_write_bytes(written[0], json.dumps([rows[k] for k in sorted(rows)], indent=1).encode())
+    atomic_write_bytes(written[1], ("# pytest-rvv performance\n\n" + "\n".join(table_one(rows)) + "\n").encode())
+    models = sorted({m for m, _ in rows})
+    targets = sorted({t for _, t in rows})
+    plots = [("time", "wall_s_min", "emulated run time, min (s)", True),
+             ("memory", "peak_rss_kb", "peak RSS of the emulator (KiB)", False),
+             ("vector_instructions", "static_vector", "static vector instructions", False)]
+    for name, metric, label, log in plots:
+        fig, ax = plt.subplots(figsize=(max(6, len(models) * 0.9), 4))
+        width = 0.8 / max(len(targets), 1)
+        for i, target in enumerate(targets):
+            values = [rows.get((m, target), {}).get("metrics", {}).get(metric, 0) for m in models]
+            ax.bar([x + i * width for x in range(len(models))], values, width, label=target)
+        ax.set_xticks([x + width * (len(targets) - 1) / 2 for x in range(len(models))], models, rotation=30,
+                      ha="right")
+        ax.set_ylabel(label)
+        if log:
+            ax.set_yscale("log")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        path = directory / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    written.append(_speedup_plot(plt, directory, rows, models))
+    return written
+
+
+def _speedup_plot(plt: Any, directory: Path, rows: dict[tuple[str, str], dict[str, Any]], models: list[str]) -> Path:
+    """Speedup of each RVV target over rv64gc (min wall time), like the study's figure."""
+    vector_targets = sorted({t for _, t in rows if t.startswith("rv64gcv")})
+    fig, ax = plt.subplots(figsize=(max(6, len(models) * 0.9), 4))
+    width = 0.8 / max(len(vector_targets), 1)
+    plotted = False
+    for i, target in enumerate(vector_targets):
+        values = []
+        for model in models:
+            base = rows.get((model, "rv64gc"), {}).get("metrics", {}).get("wall_s_min")
+            now = rows.get((model, target), {}).get("metrics", {}).get("wall_s_min")
+            values.append(base / now if base and now else 0.0)
+        plotted |= any(values)
+        ax.bar([x + i * width for x in range(len(models))], values, width, label=target)
+    if not plotted:
+        ax.text(0.5, 0.5, "no rv64gc / RVV timings: riscv64 runs need --rvv-runtime-riscv64",
+                ha="center", va="center", transform=ax.transAxes)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks(range(len(models)), models, rotation=30, ha="right")
+    ax.set_ylabel("speedup vs rv64gc (min wall time)")
+    if plotted:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    path = directory / "speedup.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+class PerformanceCollector:
+    """pytest plugin object on the controller (or the only process): results from reports, once."""
+
+    def __init__(self, config: pytest.Config, baselines: Path) -> None:
+        self.config = config
+        self.baselines = baselines
+        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
+        self.lines: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            for name, value in report.user_properties:
+                if name == PERF_PROPERTY:  # recorded only after the model agreed with onnxruntime
+                    self.rows[(value["model"], value["target"])] = value
+                elif name == PERF_NOTE:
+                    self.lines.append(value)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput") or not self.rows:
+            return
+        if self.config.getoption("update_baselines"):
+            self.lines += write_baselines(self.baselines, list(self.rows.values()))
+        report_dir = self.config.getoption("rvv_report")
+        if report_dir:
+            for path in write_report(Path(report_dir), self.rows):
+                self.lines.append(f"report: {path}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.rows:
+            return
+        terminalreporter.section("rvv performance (Table 1)", sep="-")
+        for line in [*table_one(self.rows), *self.lines]:
+            terminalreporter.write_line(line)

@@ -1,0 +1,5 @@
+"""Time, memory, sizes and instruction counts per model x target, against baselines/performance/."""
+
+
+def test_no_slower_or_bigger(rvv_performance):
+    rvv_performance()
