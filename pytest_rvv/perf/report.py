@@ -55,7 +55,7 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -
     models = sorted({m for m, _ in rows})
     targets = sorted({t for _, t in rows})
     plots = [("time", "wall_s_min", "emulated run time, min (s)", True),
-             ("memory", "peak_rss_kb", "peak RSS of the emulator (KiB)", False),
+             ("memory", "peak_rss_kb", "peak RSS of the run (KiB; the emulator's)", False),
              ("vector_instructions", "static_vector", "static vector instructions", False)]
     for name, metric, label, log in plots:
         fig, ax = plt.subplots(figsize=(max(6, len(models) * 0.9), 4))
@@ -68,7 +68,7 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -
         ax.set_ylabel(label)
         if log:
             ax.set_yscale("log")
-        ax.legend(fontsize="small")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.tight_layout()
         path = directory / f"{name}.png"
         fig.savefig(path, dpi=110)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_rvv.compare.agreement import compare
 from pytest_rvv.model.model import Model
 from pytest_rvv.profile.counts import ExecutedCounts, attribute, parse
 from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
@@ -29,7 +30,10 @@ class ExecutedMeasurement:
 
 def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir: Path,
                      elements: bool = False) -> ExecutedMeasurement:
-    """Run ``model`` once under QEMU with the counting plugin and attribute what executed."""
+    """Run ``model`` once under QEMU with the counting plugin and attribute what executed.
+
+    The counted run's outputs must agree with onnxruntime: counts of a wrong result are refused.
+    """
     if runner.qemu is None:
         raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
     check_plugin_support(runner.qemu)
@@ -39,5 +43,9 @@ def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir:
     out = workdir / "executed.txt"
     outcome = runner.run(artifact, reference.inputs, workdir, len(reference.outputs), session.settings.timeout_s,
                          qemu_args=plugin_option(plugin, out, elements))
+    agreement = compare(outcome.outputs, reference.outputs, model.tolerance)
+    assert agreement.ok, (  # counts of a wrong result are not recorded
+        f"{model.name} on {runner.target.name} disagrees with onnxruntime in the counted run\n{agreement.report()}"
+    )
     counts = parse(out.read_text(), out)
     return ExecutedMeasurement(counts, attribute(counts, artifact.executables, runner.target.arch), outcome)
