@@ -31,6 +31,10 @@ class CompileFailed(RvvError):
         self.log = log
 
 
+class ImportFailed(CompileFailed):
+    """iree-import-onnx rejected a model (a compile failure, at the import step)."""
+
+
 class RunFailed(RvvError):
     """A compiled module crashed, timed out or exited non-zero."""
 

@@ -16,6 +16,9 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from pytest_rvv.analyze.gate import GateResult
 from pytest_rvv.analyze.static import analyze
+from pytest_rvv.conformance.check import NodeTestFailure, lists_path, load_lists, run_node_test
+from pytest_rvv.conformance.node_tests import NodeTest, node_tests, select
+from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY, ConformanceTracker
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
 from pytest_rvv.expectations import ExpectedFailureUpdater, load_expected_failures, phase_of
 from pytest_rvv.model.model import Model
@@ -88,6 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(PerformanceCollector(config, settings.root / PERF_BASELINES), "rvv-performance")
     config.pluginmanager.register(ExpectedFailureUpdater(settings.expected_failures, expected, CHECK_PROPERTY),
                                   "rvv-expected-failures")
+    config.pluginmanager.register(ConformanceTracker(config, settings.root), "rvv-conformance")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -114,6 +118,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             [pytest.param(m, id=m.name, marks=[getattr(pytest.mark, mark) for mark in m.marks])
              for m in settings.models],
         )
+    if "rvv_node_test" in metafunc.fixturenames:
+        session = metafunc.config.stash[SESSION_KEY]
+        tests = node_tests(session.store)
+        chosen = select(list(tests), settings.ops)
+        metafunc.parametrize("rvv_node_test", [tests[n] for n in chosen], ids=chosen)
     if "rvv_target" in metafunc.fixturenames:
         archs = metafunc.definition.get_closest_marker("rvv_archs")
         targets = [t for t in settings.targets if archs is None or t.arch in archs.args]
@@ -251,6 +260,40 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             pytest.fail(f"performance regression: {rvv_model.name} on {rvv_target.name} (baseline {path})\n"
                         + table(rows), pytrace=False)
         return result
+
+    return check
+
+
+@pytest.fixture
+def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target: Target, tmp_path: Path,
+                    record_property: Any) -> Callable[[], None]:
+    """Run one ONNX node test on ``rvv_target`` against its strict, per-phase expected failures."""
+
+    def check() -> None:
+        path = lists_path(rvv_session.settings.root, rvv_target.name)
+        try:
+            expected = load_lists(path).get(rvv_node_test.name)
+        except ConfigError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        try:
+            runner: Runner | None = rvv_session.runner(rvv_target)
+        except RuntimeNotProvided:
+            runner = None  # compile only
+        try:
+            ran = run_node_test(rvv_session, rvv_node_test, rvv_target, runner, tmp_path)
+        except ValueError as exc:
+            pytest.skip(f"{rvv_node_test.name}: {exc}; iree-run-module takes tensors only")
+        except NodeTestFailure as failure:
+            record_property(CONFORMANCE_PROPERTY, (rvv_target.name, rvv_node_test.name, failure.phase,
+                                                   failure.first_line, True))
+            if expected is not None and expected.phase == failure.phase:
+                pytest.xfail(f"expected {failure.phase} failure: {expected.reason}")
+            listed = f" (listed as an expected {expected.phase} failure in {path})" if expected else ""
+            pytest.fail(f"new {failure.phase} failure{listed}: {failure.first_line}", pytrace=False)
+        record_property(CONFORMANCE_PROPERTY, (rvv_target.name, rvv_node_test.name, None, "", ran))
+        if expected is not None and (ran or expected.phase in ("import", "compile")):
+            pytest.fail(f"unexpectedly passes: remove {rvv_node_test.name} from [{expected.phase}] in {path} "
+                        "(or rerun with --update-baselines)", pytrace=False)
 
     return check
 

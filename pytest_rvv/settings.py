@@ -73,6 +73,8 @@ OPTIONS: tuple[Option, ...] = (
            f"snapshot before the vectorization gate fails (default: {DEFAULT_MAX_SHARE_DROP:g})", metavar="POINTS"),
     Option("perf-repeat", "emulated runs per performance measurement (default: 3; 5+ enables the "
            "statistical test on time)", metavar="N"),
+    Option("ops", "ONNX node tests to run: comma-separated names or globs (conv*, test_add), or all "
+           "(default: a small cross-section)", metavar="PATTERN"),
     Option("expected-failures", "TOML file of expected failures per target "
            "(default: baselines/expected-failures.toml)", metavar="FILE"),
 )
@@ -122,6 +124,7 @@ class Settings:
     expected_failures: Path
     max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
     perf_repeat: int = 3
+    ops: str | None = None
     tolerances: Mapping[str, Any] | None = None  # [tool.pytest_rvv.tolerances]
 
     @classmethod
@@ -201,6 +204,7 @@ class Settings:
             perf_repeat=int(_number(value("perf-repeat"), 3, "--rvv-perf-repeat", "a positive number of runs",
                                     positive=True)),
             tolerances=table.get("tolerances") or {},
+            ops=str(value("ops")) if value("ops") else None,
         )
 
 

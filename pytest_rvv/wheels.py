@@ -74,3 +74,27 @@ def fetch_from_wheel(
         return meta
 
     return store.get_or_build("wheels", key, build)
+
+
+def fetch_tree_from_wheel(store: Store, requirement: str, prefix: str) -> Entry:
+    """Extract every file under ``prefix`` of a wheel into a store entry (paths kept below it)."""
+    key = digest(["wheel-tree-v1", requirement, prefix])
+
+    def build(tmp: Path) -> dict[str, object]:
+        download_dir = tmp / ".download"
+        wheel = download_wheel(requirement, download_dir)
+        count = 0
+        with zipfile.ZipFile(wheel) as archive:
+            for info in archive.infolist():
+                if info.filename.startswith(prefix) and not info.is_dir():
+                    target = tmp / "tree" / info.filename[len(prefix):]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with archive.open(info) as src, target.open("wb") as dst:
+                        shutil.copyfileobj(src, dst)
+                    count += 1
+        shutil.rmtree(download_dir)
+        if not count:
+            raise ToolMissing(f"{wheel.name} has nothing under {prefix}")
+        return {"wheel": wheel.name, "files": count}
+
+    return store.get_or_build("wheels", key, build)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.compile.toolchain import Toolchain
-from pytest_rvv.errors import CompileFailed, first_lines, tail
+from pytest_rvv.errors import CompileFailed, ImportFailed, first_lines, tail
 from pytest_rvv.process import run_process
 from pytest_rvv.store import Store, digest, file_sha256
 from pytest_rvv.targets import HOST, Target
@@ -57,22 +57,30 @@ class Compiler:
         self.toolchain = toolchain
         self.store = store
 
-    def import_onnx(self, model_name: str, prepared: Path, opset: int) -> ImportedModel:
-        key = digest(["import-v1", file_sha256(prepared), str(opset), self.toolchain.compiler_version])
+    def import_onnx(self, model_name: str, prepared: Path, opset: int | None) -> ImportedModel:
+        """Import with ``--opset-version opset`` (None: the model's own opset)."""
+        # v2: a deterministic importer error is cached like a compiler error
+        key = digest(["import-v2", file_sha256(prepared), str(opset), self.toolchain.compiler_version])
 
         def build(tmp: Path) -> dict[str, object]:
             out = tmp / "model.mlir"
-            argv = [self.toolchain.iree_import_onnx, prepared, "--opset-version", str(opset), "-o", out]
+            upgrade = ["--opset-version", str(opset)] if opset is not None else []
+            argv = [self.toolchain.iree_import_onnx, prepared, *upgrade, "-o", out]
             result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S)
-            if not result.ok:
-                raise CompileFailed(
-                    f"iree-import-onnx failed on model {model_name!r} ({result.status()}): "
-                    f"{first_lines(result.stderr + result.stdout, 1)}",
-                    log=f"$ {result.command_line()}\n{tail(result.stderr, 40)}",
-                )
-            return {"model": model_name, "function": _entry_function(out), "import_s": round(result.wall_s, 3)}
+            message = (f"iree-import-onnx failed on model {model_name!r} ({result.status()}): "
+                       f"{first_lines(result.stderr + result.stdout, 1)}")
+            log = f"$ {result.command_line()}\n{tail(result.stderr, 40)}"
+            if result.ok:
+                return {"model": model_name, "function": _entry_function(out), "import_s": round(result.wall_s, 3),
+                        "status": "ok"}
+            if result.timed_out or result.returncode < 0:
+                raise ImportFailed(message, log=log)
+            out.unlink(missing_ok=True)
+            return {"model": model_name, "status": "failed", "error": message, "log": log}
 
         entry = self.store.get_or_build("imports", key, build)
+        if entry.meta.get("status") == "failed":
+            raise ImportFailed(str(entry.meta["error"]), log=str(entry.meta["log"]))
         return ImportedModel(entry.file("model.mlir"), str(entry.meta["function"]), key)
 
     def compile(self, model_name: str, imported: ImportedModel, target: Target) -> Artifact:

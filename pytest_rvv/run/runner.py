@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,12 @@ _SIGNAL_HINTS = {
     "SIGKILL": "killed (out of memory, or the timeout)",
     "SIGABRT": "an assertion or abort in the runtime or the emulator",
 }
+
+
+_IREE_STATUS = re.compile(
+    r"\b(?:OUT_OF_RANGE|INVALID_ARGUMENT|UNIMPLEMENTED|INTERNAL|NOT_FOUND|FAILED_PRECONDITION|RESOURCE_EXHAUSTED|"
+    r"ABORTED|UNAVAILABLE|UNKNOWN|PERMISSION_DENIED|DATA_LOSS|DEADLINE_EXCEEDED|ALREADY_EXISTS|CANCELLED); .*"
+)
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,9 @@ def _hint(result: ProcessResult) -> str:
     if name := result.signal_name:
         return f": {_SIGNAL_HINTS.get(name, 'crashed')}"
     lines = [ln.strip() for ln in result.stderr.splitlines() if ln.strip()]
+    status = next((m.group(0) for ln in lines if (m := _IREE_STATUS.search(ln))), None)
+    if status:  # IREE's status line says why; the last lines are only its call stack
+        return f": {status[:300]}"
     return f": {lines[-1]}" if lines else ""
 
 

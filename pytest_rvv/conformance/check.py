@@ -1,0 +1,108 @@
+"""Running one node test on one target, with per-target expected failures kept apart by phase.
+
+Lists live in ``baselines/conformance/<target>.toml``::
+
+    [import]
+    test_foo = "the importer's error"
+    [compile]
+    [run]
+    [mismatch]
+
+Strict: a listed test that passes fails until its entry is removed, and a listed test that fails
+in another phase fails. ``--update-baselines`` rewrites the lists from the run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_rvv.compare.agreement import compare
+from pytest_rvv.conformance.node_tests import NodeTest
+from pytest_rvv.errors import CompileFailed, ConfigError, ImportFailed, RunFailed
+from pytest_rvv.model.model import Tolerance
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.session import RvvSession
+from pytest_rvv.store import atomic_write_bytes
+from pytest_rvv.targets import Target
+
+PHASES = ("import", "compile", "run", "mismatch")
+_CACHE_PATH = re.compile(r"\S*/((?:model|probe)\.mlir:)")
+DEFAULT_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3)
+
+
+class NodeTestFailure(Exception):
+    """A node test failed in ``phase`` (import, compile, run or mismatch)."""
+
+    def __init__(self, phase: str, message: str) -> None:
+        super().__init__(f"{phase}: {message}")
+        self.phase = phase
+        self.message = message
+
+    @property
+    def first_line(self) -> str:
+        """The message's first line, without cache paths (stable across machines)."""
+        line = (self.message.strip().splitlines() or [""])[0]
+        return _CACHE_PATH.sub(r"\1", line)[:240]
+
+
+def run_node_test(session: RvvSession, test: NodeTest, target: Target, runner: Runner | None, workdir: Path,
+                  tolerance: Tolerance = DEFAULT_TOLERANCE) -> bool:
+    """True when it ran and matched; False when it only compiled (no runtime); NodeTestFailure otherwise.
+
+    ValueError: the test's data is not tensors (sequences, optionals), which iree-run-module cannot take.
+    """
+    inputs, expected = test.load("input"), test.load("output")
+    try:
+        imported = session.compiler.import_onnx(test.name, test.model, None)
+    except ImportFailed as exc:
+        raise NodeTestFailure("import", str(exc)) from exc
+    try:
+        artifact = session.compiler.compile(test.name, imported, target)
+    except CompileFailed as exc:
+        raise NodeTestFailure("compile", str(exc)) from exc
+    if runner is None:
+        return False
+    try:
+        outcome = runner.run(artifact, inputs, workdir, len(expected), session.settings.timeout_s)
+    except RunFailed as exc:
+        raise NodeTestFailure("run", str(exc)) from exc
+    agreement = compare(outcome.outputs, expected, tolerance)
+    if not agreement.ok:
+        raise NodeTestFailure("mismatch", agreement.report().replace("\n", "; "))
+    return True
+
+
+@dataclass(frozen=True)
+class Expected:
+    phase: str
+    reason: str
+
+
+def lists_path(root: Path, target: str) -> Path:
+    return root / "baselines" / "conformance" / f"{target}.toml"
+
+
+def load_lists(path: Path) -> dict[str, Expected]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({exc}); fix it or rerun with --update-baselines") from exc
+    unknown = set(data) - set(PHASES)
+    if unknown:
+        raise ConfigError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; use {', '.join(PHASES)}")
+    return {name: Expected(phase, str(reason)) for phase in PHASES for name, reason in data.get(phase, {}).items()}
+
+
+def write_lists(path: Path, entries: dict[str, Expected]) -> None:
+    lines = [f"# Expected ONNX node-test failures on {path.stem}, by phase (strict; rewritten by "
+             "--update-baselines)."]
+    for phase in PHASES:
+        lines.append(f"\n[{phase}]")
+        lines += [f"{name} = {json.dumps(e.reason)}" for name, e in sorted(entries.items()) if e.phase == phase]
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())

@@ -1,0 +1,68 @@
+"""Per-target conformance summary, and the controller's rewrite of the expected-failure lists."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rvv.conformance.check import PHASES, Expected, lists_path, load_lists, write_lists
+
+CONFORMANCE_PROPERTY = "rvv_conformance"
+
+
+class ConformanceTracker:
+    """pytest plugin object: counts outcomes from reports (xdist workers' too), prints, updates once."""
+
+    def __init__(self, config: pytest.Config, root: Path) -> None:
+        self.config = config
+        self.root = root
+        self.outcomes: dict[str, dict[str, tuple[str | None, str, bool]]] = defaultdict(dict)
+        self.verdicts: dict[str, Counter[str]] = defaultdict(Counter)
+        self.changes: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name != CONFORMANCE_PROPERTY:
+                continue
+            target, test, phase, message, ran = value
+            self.outcomes[target][test] = (phase, message, ran)
+            if phase is None:
+                verdict = ("passed" if ran else "compiled only") if report.passed else "new pass (listed)"
+            else:
+                verdict = f"expected {phase} failure" if hasattr(report, "wasxfail") else f"new {phase} failure"
+            self.verdicts[target][verdict] += 1
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput") or not self.config.getoption("update_baselines"):
+            return
+        for target, outcomes in sorted(self.outcomes.items()):
+            path = lists_path(self.root, target)
+            entries = load_lists(path)
+            before = dict(entries)
+            for test, (phase, message, ran) in outcomes.items():
+                if phase is not None:
+                    entries[test] = Expected(phase, message)
+                elif test in entries and (ran or entries[test].phase in ("import", "compile")):
+                    del entries[test]
+            if entries != before:
+                write_lists(path, entries)
+                added, removed = len(set(entries) - set(before)), len(set(before) - set(entries))
+                self.changes.append(f"{path}: {len(entries)} expected failures ({added} added, {removed} removed)")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.verdicts:
+            return
+        terminalreporter.section("rvv ONNX conformance", sep="-")
+        order = ["passed", "compiled only", *(f"expected {p} failure" for p in PHASES),
+                 *(f"new {p} failure" for p in PHASES), "new pass (listed)"]
+        for target, counts in sorted(self.verdicts.items()):
+            total = sum(counts.values())
+            parts = ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
+            terminalreporter.write_line(f"{target}: {total} tests: {parts}")
+        for line in self.changes:
+            terminalreporter.write_line(line)
