@@ -42,3 +42,9 @@ def test_shape_mismatch_and_output_count_are_failures():
 def test_nan_where_reference_is_finite_is_a_mismatch():
     result = compare([np.array([np.nan, 1.0])], [np.array([0.0, 1.0])], Tolerance())
     assert result.outputs[0].mismatches == 1
+
+
+def test_equal_infinities_agree_and_opposite_ones_do_not():
+    inf = np.array([np.inf, -np.inf, 1.0])
+    assert compare([inf], [inf.copy()], Tolerance()).ok
+    assert compare([-inf], [inf], Tolerance()).outputs[0].mismatches == 3

@@ -79,13 +79,15 @@ def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tole
                                problem=f"dtype {actual.dtype} != expected {expected.dtype}")
     a = actual.astype(np.float64)
     e = expected.astype(np.float64)
-    both_nan = np.isnan(a) & np.isnan(e)
-    diff = np.where(both_nan, 0.0, np.abs(a - e))
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    # relative error where the reference is not negligible (|e| > atol), else it is meaningless
-    meaningful = np.abs(e) > max(tol.atol, np.finfo(np.float64).tiny)
-    rel = np.where(meaningful, diff / np.where(meaningful, np.abs(e), 1.0), 0.0)
-    bad = diff > tol.atol + tol.rtol * np.abs(e)
+    same = (a == e) | (np.isnan(a) & np.isnan(e))  # equal infinities and NaN vs NaN agree
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(same, 0.0, np.abs(a - e))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        # relative error where the reference is not negligible (|e| > atol), else it is meaningless
+        meaningful = np.isfinite(e) & (np.abs(e) > max(tol.atol, np.finfo(np.float64).tiny))
+        rel = np.where(meaningful, diff / np.where(meaningful, np.abs(e), 1.0), 0.0)
+    with np.errstate(invalid="ignore"):
+        bad = ~same & ((diff > tol.atol + tol.rtol * np.abs(e)) | ~np.isfinite(a) | ~np.isfinite(e))
     order = np.argsort(diff, axis=None, kind="stable")[::-1][:WORST_SHOWN]
     worst = [(tuple(int(x) for x in np.unravel_index(i, shape)), float(a.flat[i]), float(e.flat[i]))
              for i in order if bad.flat[i]]
