@@ -16,7 +16,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from pytest_rvv.analyze.gate import GateResult
 from pytest_rvv.analyze.static import analyze
-from pytest_rvv.conformance.check import NodeTestFailure, lists_path, load_lists, run_node_test
+from pytest_rvv.conformance.check import NodeTestFailure, lists_path, load_lists, run_node_test, tolerance_for
 from pytest_rvv.conformance.node_tests import NodeTest, node_tests, select
 from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY, ConformanceTracker
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
@@ -273,6 +273,7 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
         path = lists_path(rvv_session.settings.root, rvv_target.name)
         try:
             expected = load_lists(path).get(rvv_node_test.name)
+            tolerance = tolerance_for(rvv_session.settings.root, rvv_node_test.name)
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
         try:
@@ -280,7 +281,7 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
         except RuntimeNotProvided:
             runner = None  # compile only
         try:
-            ran = run_node_test(rvv_session, rvv_node_test, rvv_target, runner, tmp_path)
+            ran = run_node_test(rvv_session, rvv_node_test, rvv_target, runner, tmp_path, tolerance)
         except ValueError as exc:
             pytest.skip(f"{rvv_node_test.name}: {exc}; iree-run-module takes tensors only")
         except NodeTestFailure as failure:

@@ -60,3 +60,13 @@ def test_riscv64_without_runtime_compiles_only(project):
     result = project.run("conformance", "--rvv-ops=test_abs", "--rvv-targets=rv64gcv-zvl256b")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["rv64gcv-zvl256b: 1 tests: 1 compiled only"])
+
+
+def test_per_test_tolerance_override_can_turn_a_pass_into_a_mismatch(project):
+    conformance_project(project)
+    (project.path / "baselines" / "conformance").mkdir(parents=True)
+    (project.path / "baselines" / "conformance" / "tolerances.toml").write_text(
+        "test_softmax_axis_1 = { atol = -1.0, rtol = 0.0 }\n")  # nothing can be within a negative tolerance
+    result = project.run("conformance", "--rvv-ops=test_softmax_axis_1,test_abs", "--rvv-targets=host")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["new mismatch failure: tolerance atol=-1 rtol=0; output 0 *"])

@@ -82,6 +82,23 @@ class Expected:
     reason: str
 
 
+def tolerance_for(root: Path, test: str) -> Tolerance:
+    """``baselines/conformance/tolerances.toml``: ``test_name = { atol = ..., rtol = ... }`` overrides."""
+    path = root / "baselines" / "conformance" / "tolerances.toml"
+    if not path.is_file():
+        return DEFAULT_TOLERANCE
+    try:
+        entry = tomllib.loads(path.read_text()).get(test)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
+    if entry is None:
+        return DEFAULT_TOLERANCE
+    if not isinstance(entry, dict) or set(entry) - {"atol", "rtol"}:
+        raise ConfigError(f"{path}: {test} must be {{ atol = ..., rtol = ... }}")
+    return Tolerance(atol=float(entry.get("atol", DEFAULT_TOLERANCE.atol)),
+                     rtol=float(entry.get("rtol", DEFAULT_TOLERANCE.rtol)))
+
+
 def lists_path(root: Path, target: str) -> Path:
     return root / "baselines" / "conformance" / f"{target}.toml"
 
