@@ -14,7 +14,6 @@ and limited to that kind of error: an unexpected pass, or a different failure, f
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from pytest_rvv.errors import CompileFailed, ConfigError, RunFailed
 from pytest_rvv.store import atomic_write_bytes
+from pytest_rvv.toml_files import read_toml
 
 PHASES: dict[str, type[BaseException]] = {
     "compile": CompileFailed,
@@ -52,12 +52,7 @@ def load_expected_failures(
     path: Path, targets: Collection[str], models: Collection[str]
 ) -> dict[tuple[str, str], ExpectedFailure]:
     """Read ``path`` (missing file: no expected failures), validating every entry."""
-    if not path.is_file():
-        return {}
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc}); fix or delete the file") from exc
+    data = read_toml(path, "fix or delete the file")
     found: dict[tuple[str, str], ExpectedFailure] = {}
     for target, entries in data.items():
         if target not in targets:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.store import atomic_write_bytes
 from pytest_rvv.targets import Target
+from pytest_rvv.toml_files import read_toml
 
 PHASES = ("import", "compile", "run", "mismatch")
 _CACHE_PATH = re.compile(r"\S*/((?:model|probe)\.mlir:)")
@@ -85,12 +85,7 @@ class Expected:
 def tolerance_for(root: Path, test: str) -> Tolerance:
     """``baselines/conformance/tolerances.toml``: ``test_name = { atol = ..., rtol = ... }`` overrides."""
     path = root / "baselines" / "conformance" / "tolerances.toml"
-    if not path.is_file():
-        return DEFAULT_TOLERANCE
-    try:
-        entry = tomllib.loads(path.read_text()).get(test)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
+    entry = read_toml(path, "fix the file").get(test)
     if entry is None:
         return DEFAULT_TOLERANCE
     if not isinstance(entry, dict) or set(entry) - {"atol", "rtol"}:
@@ -104,12 +99,7 @@ def lists_path(root: Path, target: str) -> Path:
 
 
 def load_lists(path: Path) -> dict[str, Expected]:
-    if not path.is_file():
-        return {}
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc}); fix it or rerun with --update-baselines") from exc
+    data = read_toml(path, "fix it or rerun with --update-baselines")
     unknown = set(data) - set(PHASES)
     if unknown:
         raise ConfigError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; use {', '.join(PHASES)}")
