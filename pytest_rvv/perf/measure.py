@@ -13,7 +13,7 @@ from elftools.elf.elffile import ELFFile
 
 from pytest_rvv.analyze.static import analyze
 from pytest_rvv.cbuild import build_c
-from pytest_rvv.checks import check_agreement
+from pytest_rvv.compare.agreement import compare
 from pytest_rvv.errors import ToolMissing
 from pytest_rvv.model.model import Model
 from pytest_rvv.profile.measure import measure_executed
@@ -53,7 +53,7 @@ def measure_performance(session: RvvSession, model: Model, target: Target, runne
                         repeat: int) -> PerfResult:
     """Compile-side metrics always; run-side metrics when ``runner`` is given.
 
-    The model must agree with onnxruntime first: numbers of a wrong result are not recorded.
+    Every timed run's outputs must agree with onnxruntime: numbers of a wrong result are not recorded.
     """
     artifact = session.artifact(model, target)
     toolchain = {"iree_compile": session.toolchain.compiler_version,
@@ -70,7 +70,6 @@ def measure_performance(session: RvvSession, model: Model, target: Target, runne
         return result
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-perf-") as tmp:
         work = Path(tmp)
-        check_agreement(session, model, runner, work / "agreement")
         probe = build_c(session.store, "pytest_rvv.perf", ("rss_probe.c",), "rss_probe", shared=False)
         reference = session.reference(model)
         walls, cpus, rss = [], [], []
@@ -79,6 +78,11 @@ def measure_performance(session: RvvSession, model: Model, target: Target, runne
             outcome = runner.run(artifact, reference.inputs, work / "run", len(reference.outputs),
                                  session.settings.timeout_s, launcher=(str(probe), str(rss_file)),
                                  runtime_args=("--print_statistics",))
+            agreement = compare(outcome.outputs, reference.outputs, model.tolerance)
+            assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
+                f"{model.name} on {target.name} disagrees with onnxruntime\n{agreement.report()}\n"
+                f"repro: {outcome.repro}"
+            )
             walls.append(round(outcome.process.wall_s, 4))
             cpus.append(round(outcome.process.cpu_s, 4))
             rss.append(int(rss_file.read_text()))
