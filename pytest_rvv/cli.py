@@ -1,13 +1,15 @@
-"""The ``pytest-rvv`` command: ``pytest-rvv doctor`` and ``pytest-rvv models``."""
+"""The ``pytest-rvv`` command: ``doctor``, ``models`` and ``build-runtime``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from pytest_rvv.errors import RvvError
+from pytest_rvv.run.runtime_build import SOURCE_ENV
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
 
 
@@ -23,10 +25,45 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     doctor = commands.add_parser("doctor", help="check every tool pytest-rvv needs and say how to fix what is missing")
     models = commands.add_parser("models", help="list every model: source, size preset, inputs, operators")
-    for sub in (doctor, models):
+    build = commands.add_parser(
+        "build-runtime", help="build IREE's runtime for riscv64 from IREE's source into the tools cache "
+                              f"(source: --source, ${SOURCE_ENV}, or a git clone at the compiler's commit)")
+    build.add_argument("--source", metavar="DIR|TARBALL", help=f"IREE source tree or .tar.xz (default ${SOURCE_ENV})")
+    build.add_argument("--tools-dir", metavar="DIR", type=Path, help="default $PYTEST_RVV_TOOLS_DIR or "
+                       "~/.cache/pytest-rvv/tools")
+    for sub in (doctor, models, build):
         for option in OPTIONS:
             sub.add_argument(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
     return parser
+
+
+def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
+    """Exit 0 when the runtime is built or already there, 3 when no source can be had, 1 when the build fails."""
+    from pytest_rvv.compile.toolchain import find_toolchain
+    from pytest_rvv.run.qemu import default_tools_dir
+    from pytest_rvv.run.runtime_build import BuildFailed, SourceNotFound, build_runtime, find_source, same_commit
+
+    tools_dir = args.tools_dir or default_tools_dir()
+    toolchain = find_toolchain(settings.iree_build)
+
+    def log(line: str) -> None:
+        print(f"[build-runtime] {line}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="pytest-rvv-iree-src-") as scratch:
+        try:
+            source = find_source(toolchain.compiler_version, args.source, Path(scratch))
+            built, created = build_runtime(source, tools_dir, log=log)
+        except SourceNotFound as exc:
+            print(f"pytest-rvv build-runtime: {exc}", file=sys.stderr)
+            return 3
+        except BuildFailed as exc:
+            print(f"pytest-rvv build-runtime: {exc}\n{exc.details}", file=sys.stderr)
+            return 1
+    log(("built " if created else "already built: ") + built.describe())
+    if toolchain.commit and not same_commit(built.commit, toolchain.commit):
+        log(f"note: the source is IREE {built.commit_text}, the compiler is {toolchain.commit[:12]} "
+            f"({toolchain.compiler_version}); pytest-rvv's probe module decides whether it loads its modules")
+    return 0
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
@@ -48,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             from pytest_rvv.doctor import run_doctor
 
             return run_doctor(settings)
+        if args.command == "build-runtime":
+            return build_runtime_command(args, settings)
         if args.command == "models":
             from pytest_rvv.model.catalog import describe_models
 

@@ -15,6 +15,7 @@ from pytest_rvv.errors import RvvError, ToolMissing
 from pytest_rvv.process import run_process
 from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.qemu import find_qemu
+from pytest_rvv.run.runtime_build import same_commit
 from pytest_rvv.run.runtimes import AARCH64_SYSROOT, AARCH64_WHEEL_PLATFORM, host_runtime
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import Settings
@@ -59,12 +60,15 @@ def diagnose(settings: Settings) -> Iterator[Finding]:
             yield Finding(f"python: {package}", False, "not installed", f"{SETUP} python")
 
     def compiler() -> str:
-        tc = find_toolchain()
-        return f"{tc.compiler_version} ({tc.iree_compile})"
+        tc = find_toolchain(settings.iree_build)
+        return f"{tc.compiler_version} ({tc.iree_compile}, {tc.origin})"
 
     yield _probe("iree-compile", compiler, f"{SETUP} python")
-    yield _probe("iree-import-onnx", lambda: str(find_toolchain().iree_import_onnx), f"{SETUP} python")
-    yield _probe("iree-run-module (host)", lambda: str(host_runtime().executable), f"{SETUP} python")
+    yield _probe("iree-import-onnx", lambda: str(find_toolchain(settings.iree_build).iree_import_onnx),
+                 f"{SETUP} python")
+    yield _probe("iree-run-module (host)",
+                 lambda: str(host_runtime(find_toolchain(settings.iree_build).host_run_module).executable),
+                 f"{SETUP} python")
 
     for arch in (RISCV64, AARCH64):
         def qemu(arch: str = arch) -> str:
@@ -102,19 +106,27 @@ def _runtimes(settings: Settings) -> Iterator[Finding]:
         f"iree-base-runtime=={release} {AARCH64_WHEEL_PLATFORM} wheel, "
         + ("in the cache" if cached else "downloaded with pip at first use"),
     )
-    if settings.runtime_riscv64 is None:
-        yield Finding("iree-run-module (riscv64)", False, "not configured: riscv64 execution tests will skip",
-                      "--rvv-runtime-riscv64=PATH or PYTEST_RVV_RUNTIME_RISCV64=PATH (an iree-run-module "
-                      "cross-built for riscv64-linux-gnu)", required=False)
+    try:
+        runtime = session.runtime(RISCV64)
+    except RvvError as exc:
+        yield Finding("iree-run-module (riscv64)", False, f"{exc}; riscv64 execution tests will skip",
+                      f"{SETUP} runtime (with PYTEST_RVV_IREE_SRC=DIR|TARBALL when no git host is reachable)",
+                      required=False)
         return
     probe_target = next((t for t in settings.targets if t.arch == RISCV64), None) or Target("probe", RISCV64)
+    compiler_commit = session.toolchain.commit
+    same = runtime.commit is None or compiler_commit is None or same_commit(runtime.commit, compiler_commit)
+    commits = "" if same else (f"; its IREE commit {runtime.commit[:12]} is not the compiler's "  # type: ignore[index]
+                               f"{compiler_commit[:12]}")  # type: ignore[index]
 
     def check() -> str:
         session.runner(probe_target)
-        return f"{settings.runtime_riscv64} ran the probe module for {probe_target.name}"
+        return (f"{runtime.executable} ({runtime.origin}){commits}; loads a module of "
+                f"{session.toolchain.compiler_version} (probe ran on {probe_target.name})")
 
     yield _probe("iree-run-module (riscv64)", check, "use a riscv64 iree-run-module built from the same IREE "
-                 "release as iree-compile", required=False)
+                 "release as iree-compile (`bash scripts/setup.sh runtime` with that release's source)",
+                 required=False)
 
 
 def _plugin_loads(settings: Settings) -> str:

@@ -20,6 +20,7 @@ from pytest_rvv.expectations import ExpectedFailureUpdater, load_expected_failur
 from pytest_rvv.fixtures import PERF_BASELINES, SESSION_KEY
 from pytest_rvv.model.model import Model
 from pytest_rvv.perf.report import PerformanceCollector
+from pytest_rvv.run.runtime_build import same_commit
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
 from pytest_rvv.summary import VectorizationSummary
@@ -88,17 +89,31 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = config.stash[SESSION_KEY]
     settings = session.settings
-    try:
-        compiler = session.toolchain.compiler_version
-    except ToolMissing as exc:
-        compiler = str(exc)
-    runtime = str(settings.runtime_riscv64) if settings.runtime_riscv64 else "none (riscv64 execution tests skip)"
     targets = ", ".join(t.name for t in settings.targets)
     models = ", ".join(m.name for m in settings.models)
-    return [
-        f"rvv: targets {targets}; models {models}",
-        f"rvv: {compiler}; cache {settings.cache_dir}; riscv64 runtime {runtime}",
-    ]
+    lines = [f"rvv: targets {targets}; models {models}"]
+    try:
+        toolchain = session.toolchain
+    except ToolMissing as exc:
+        return [*lines, f"rvv: {exc}"]
+    lines.append(f"rvv: {toolchain.compiler_version} ({toolchain.origin}); cache {settings.cache_dir}")
+    if any(t.arch == "riscv64" for t in settings.targets):
+        lines.append(f"rvv: riscv64 runtime {_riscv64_runtime_line(session)}")
+    return lines
+
+
+def _riscv64_runtime_line(session: RvvSession) -> str:
+    """Which riscv64 runtime runs the modules, and whether its IREE commit is the compiler's."""
+    try:
+        runtime = session.runtime("riscv64")
+    except RvvError as exc:
+        return f"none: {exc} (riscv64 execution tests skip)"
+    line = f"{runtime.executable}, {runtime.origin}"
+    commit = session.toolchain.commit
+    if runtime.commit and commit and not same_commit(runtime.commit, commit):
+        line += (f"; note: runtime from IREE {runtime.commit[:12]}, compiler from {commit[:12]} "
+                 "(the probe module checks that it loads the compiler's modules)")
+    return line
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

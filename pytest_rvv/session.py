@@ -63,7 +63,7 @@ class RvvSession:
 
     @functools.cached_property
     def toolchain(self) -> Toolchain:
-        return find_toolchain()
+        return find_toolchain(self.settings.iree_build)
 
     @functools.cached_property
     def compiler(self) -> Compiler:
@@ -113,7 +113,7 @@ class RvvSession:
 
     @functools.cache  # noqa: B019
     def runtime(self, arch: str) -> Runtime:
-        return runtime_for(arch, self.store, self.toolchain.release, self.settings)
+        return runtime_for(arch, self.store, self.toolchain, self.settings)
 
     @functools.cache  # noqa: B019
     def runner(self, target: Target) -> Runner:

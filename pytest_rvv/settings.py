@@ -59,6 +59,8 @@ OPTIONS: tuple[Option, ...] = (
            metavar="ci|full"),
     Option("runtime-riscv64", "iree-run-module built for riscv64-linux-gnu; without it riscv64 "
            "execution tests skip", env="PYTEST_RVV_RUNTIME_RISCV64", metavar="PATH"),
+    Option("iree-build", "your own IREE build or install directory: its iree-compile (and iree-import-onnx, "
+           "iree-run-module when present) replace the wheel's", env="PYTEST_RVV_IREE_BUILD", metavar="DIR"),
     Option("runtime-aarch64", "an aarch64 iree-run-module to use instead of the one from the aarch64 "
            "iree-base-runtime wheel", env="PYTEST_RVV_RUNTIME_AARCH64", metavar="PATH"),
     Option("sysroot-riscv64", "riscv64 sysroot for a dynamically linked riscv64 runtime (QEMU -L)",
@@ -122,6 +124,7 @@ class Settings:
     timeout_s: float
     qemu_dir: Path | None
     expected_failures: Path
+    iree_build: Path | None = None
     max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
     perf_repeat: int = 3
     ops: str | None = None
@@ -200,6 +203,7 @@ class Settings:
             timeout_s=timeout,
             qemu_dir=path("qemu-dir"),
             expected_failures=path("expected-failures") or root / "baselines" / "expected-failures.toml",
+            iree_build=path("iree-build"),
             max_vector_share_drop=share_drop,
             perf_repeat=int(_number(value("perf-repeat"), 3, "--rvv-perf-repeat", "a positive number of runs",
                                     positive=True)),

@@ -5,11 +5,15 @@
 #   bash scripts/setup.sh system     # only apt packages
 #   bash scripts/setup.sh qemu       # only the plugin-capable QEMU build
 #   bash scripts/setup.sh python     # only the virtual environment
+#   bash scripts/setup.sh runtime    # only IREE's riscv64 runtime, built from IREE's source
 #
 # QEMU >= 9 is required for RVV work (Debian 12's 7.2 lacks riscv_hwprobe and crashes on RVV code),
 # and Debian's newer qemu-user packages are static builds that cannot load TCG plugins. So this
 # script builds QEMU 10.0.2 from Debian's own bookworm-backports source tarball (~3 min on 2 cores)
 # into $PYTEST_RVV_TOOLS_DIR (default ~/.cache/pytest-rvv/tools), where pytest-rvv finds it.
+# No registry ships IREE's runtime for riscv64 either: the `runtime` step builds a static
+# riscv64 iree-run-module (~1-3 min on 2 cores, once) from IREE's source, taken from
+# $PYTEST_RVV_IREE_SRC (a directory or .tar.xz) or a git clone at the compiler's commit.
 set -euo pipefail
 
 QEMU_VERSION=10.0.2
@@ -40,6 +44,7 @@ SRC
     log "installing cross binutils, riscv64 cross gcc, arm64 cross runtime libraries and QEMU build dependencies"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
         binutils-riscv64-linux-gnu binutils-aarch64-linux-gnu gcc-riscv64-linux-gnu libc6-dev-riscv64-cross \
+        g++-riscv64-linux-gnu clang-22 git \
         libc6-arm64-cross libstdc++6-arm64-cross \
         gcc libc6-dev make pkg-config ninja-build libglib2.0-dev xz-utils dpkg-dev \
         python3-venv python3-dev >/dev/null
@@ -99,13 +104,25 @@ setup_python() {
     fi
     log "installing pytest-rvv and its dependencies into $VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -e "$ROOT[dev]"
+    "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,runtime-build]"
+}
+
+setup_runtime() {
+    # Exit 3 from build-runtime: no IREE source to be had here; say so and go on.
+    local rc=0
+    "$VENV/bin/pytest-rvv" build-runtime || rc=$?
+    if [ "$rc" -eq 3 ]; then
+        log "no riscv64 runtime built (see the line above): riscv64 execution tests will skip until you set PYTEST_RVV_IREE_SRC or pass --rvv-runtime-riscv64"
+    elif [ "$rc" -ne 0 ]; then
+        exit "$rc"
+    fi
 }
 
 case "${1:-all}" in
     system) setup_system ;;
     qemu) setup_qemu ;;
     python) setup_python ;;
-    all) setup_system; setup_qemu; setup_python ;;
-    *) echo "usage: $0 [all|system|qemu|python]" >&2; exit 2 ;;
+    runtime) setup_runtime ;;
+    all) setup_system; setup_qemu; setup_python; setup_runtime ;;
+    *) echo "usage: $0 [all|system|qemu|python|runtime]" >&2; exit 2 ;;
 esac

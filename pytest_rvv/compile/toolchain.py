@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -21,15 +22,30 @@ class Toolchain:
     iree_compile: Path
     iree_import_onnx: Path
     compiler_version: str  # e.g. "IREE compiler version 3.13.0rc20261016 @ 89ece87b..."
+    build_dir: Path | None = None  # the user's own IREE build (--rvv-iree-build), None for the wheel
+    host_run_module: Path | None = None  # its iree-run-module, when it has one
+
+    @property
+    def origin(self) -> str:
+        """Where the compiler comes from, for the session header and doctor."""
+        return f"your IREE build {self.build_dir}" if self.build_dir else "the iree-base-compiler wheel"
+
+    @property
+    def commit(self) -> str | None:
+        """The IREE commit the compiler was built from (``@ <sha>`` in its version line)."""
+        match = re.search(r"@\s*([0-9a-f]{7,40})", self.compiler_version)
+        return match.group(1) if match else None
 
     @property
     def release(self) -> str:
         """The release number, e.g. ``3.13.0``: the version of the matching runtime wheels."""
-        try:
-            return version("iree-base-compiler")
-        except PackageNotFoundError:
-            match = re.search(r"compiler version (\d+\.\d+\.\d+)", self.compiler_version)
-            return match.group(1) if match else "unknown"
+        if self.build_dir is None:
+            try:
+                return version("iree-base-compiler")
+            except PackageNotFoundError:
+                pass
+        match = re.search(r"compiler version (\d+\.\d+\.\d+)", self.compiler_version)
+        return match.group(1) if match else "unknown"
 
 
 def _packaged_iree_compile() -> Path | None:
@@ -46,10 +62,40 @@ def _packaged_iree_compile() -> Path | None:
     return binary if binary.is_file() else None
 
 
+# Where an IREE build or install directory keeps its tools.
+BUILD_TOOL_DIRS = ("tools", "bin", "install/bin", "compiler/bindings/python/iree/compiler/_mlir_libs")
+
+
+def _in_build(build_dir: Path, name: str) -> Path | None:
+    for sub in BUILD_TOOL_DIRS:
+        candidate = build_dir / sub / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 @functools.cache
-def find_toolchain() -> Toolchain:
-    compile_ = _packaged_iree_compile() or find_executable("iree-compile")
-    import_ = find_executable("iree-import-onnx")
+def find_toolchain(build_dir: Path | None = None) -> Toolchain:
+    """The wheel's tools, or those of ``build_dir`` (an IREE build or install directory) when given.
+
+    A build directory must hold ``iree-compile``; its ``iree-import-onnx`` and ``iree-run-module``
+    are used when present (the importer otherwise comes from the environment).
+    """
+    host_run_module = None
+    if build_dir is not None:
+        if not build_dir.is_dir():
+            raise ToolMissing(f"--rvv-iree-build {build_dir}: no such directory; give an IREE build or install "
+                              "directory (the one holding tools/iree-compile or bin/iree-compile)")
+        compile_ = _in_build(build_dir, "iree-compile")
+        if compile_ is None:
+            raise ToolMissing(f"--rvv-iree-build {build_dir}: no iree-compile in "
+                              f"{', '.join(f'{d}/' for d in BUILD_TOOL_DIRS[:3])}; build the iree-compile target "
+                              "(or install) there first")
+        import_ = _in_build(build_dir, "iree-import-onnx") or find_executable("iree-import-onnx")
+        host_run_module = _in_build(build_dir, "iree-run-module")
+    else:
+        compile_ = _packaged_iree_compile() or find_executable("iree-compile")
+        import_ = find_executable("iree-import-onnx")
     if compile_ is None or import_ is None:
         missing = "iree-compile" if compile_ is None else "iree-import-onnx"
         raise ToolMissing(f"{missing} not found; {INSTALL_HINT}")
@@ -57,4 +103,4 @@ def find_toolchain() -> Toolchain:
     line = next((ln.strip() for ln in text.splitlines() if "compiler version" in ln), text.strip())
     if not line:
         raise ToolMissing(f"{compile_} --version printed nothing; reinstall iree-base-compiler")
-    return Toolchain(compile_, import_, line)
+    return Toolchain(compile_, import_, line, build_dir, host_run_module)

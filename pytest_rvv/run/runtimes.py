@@ -4,7 +4,8 @@
 - aarch64: the binary from the aarch64 iree-base-runtime wheel of exactly the compiler's
   release, downloaded with pip into the cache, run under qemu-aarch64 with Debian's arm64
   cross libraries;
-- riscv64: no registry ships one, so the user supplies a riscv64 build of iree-run-module.
+- riscv64: no registry ships one: ``scripts/setup.sh runtime`` (``pytest-rvv build-runtime``) builds
+  it from IREE's source into the tools cache, where it is found; ``--rvv-runtime-riscv64`` overrides.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rvv.compile.toolchain import Toolchain
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.run.qemu import default_tools_dir
+from pytest_rvv.run.runtime_build import pick_runtime
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store
 from pytest_rvv.targets import AARCH64, HOST, RISCV64
@@ -22,8 +26,8 @@ from pytest_rvv.wheels import fetch_from_wheel
 AARCH64_SYSROOT = Path("/usr/aarch64-linux-gnu")
 AARCH64_WHEEL_PLATFORM = "manylinux_2_28_aarch64"
 RISCV64_HINT = (
-    "pass --rvv-runtime-riscv64=PATH (or set PYTEST_RVV_RUNTIME_RISCV64) to an iree-run-module "
-    "built for riscv64-linux-gnu"
+    "build one with `bash scripts/setup.sh runtime` (from IREE's source: a git clone at the compiler's commit, "
+    "or PYTEST_RVV_IREE_SRC=DIR|TARBALL), or pass --rvv-runtime-riscv64=PATH"
 )
 
 
@@ -35,9 +39,13 @@ class Runtime:
     executable: Path
     sysroot: Path | None
     origin: str  # where it came from, for reports and doctor
+    commit: str | None = None  # the IREE commit it was built from, when known
 
 
-def host_runtime() -> Runtime:
+def host_runtime(own_build: Path | None = None) -> Runtime:
+    """The wheel's native iree-run-module, or ``own_build`` (the user's IREE build's)."""
+    if own_build is not None:
+        return Runtime(HOST, own_build, None, f"your IREE build's {own_build}")
     try:
         import iree._runtime_libs as libs  # type: ignore[import-not-found]
     except ImportError as exc:
@@ -70,10 +78,18 @@ def aarch64_runtime(store: Store, release: str, executable: Path | None = None) 
                    f"{requirement} ({AARCH64_WHEEL_PLATFORM} wheel)")
 
 
-def riscv64_runtime(executable: Path | None, sysroot: Path | None) -> Runtime:
-    """The user's riscv64 iree-run-module; ToolMissing (a skip reason) when none was given."""
+def riscv64_runtime(executable: Path | None, sysroot: Path | None, compiler_version: str = "",
+                    tools_dir: Path | None = None) -> Runtime:
+    """The user's riscv64 iree-run-module, else the one setup built into the tools cache.
+
+    RuntimeNotProvided (a skip reason naming the fix) when there is neither.
+    """
     if executable is None:
-        raise RuntimeNotProvided(f"no riscv64 IREE runtime: {RISCV64_HINT}")
+        built = pick_runtime(tools_dir or default_tools_dir(), compiler_version)
+        if built is None:
+            raise RuntimeNotProvided(f"no riscv64 IREE runtime: {RISCV64_HINT}")
+        return Runtime(RISCV64, built.executable, None, f"built by pytest-rvv from IREE {built.commit_text} "
+                       f"({built.origin})", built.commit)
     if not executable.is_file():
         raise ConfigError(f"--rvv-runtime-riscv64 {executable}: no such file; {RISCV64_HINT}")
     if sysroot is not None and not sysroot.is_dir():
@@ -81,9 +97,10 @@ def riscv64_runtime(executable: Path | None, sysroot: Path | None) -> Runtime:
     return Runtime(RISCV64, executable, sysroot, f"user-supplied {executable}")
 
 
-def runtime_for(arch: str, store: Store, release: str, settings: Settings) -> Runtime:
+def runtime_for(arch: str, store: Store, toolchain: Toolchain, settings: Settings) -> Runtime:
+    """The runtime for ``arch``: the user's when given, else the one pytest-rvv finds or fetches."""
     if arch == HOST:
-        return host_runtime()
+        return host_runtime(toolchain.host_run_module)
     if arch == AARCH64:
-        return aarch64_runtime(store, release, settings.runtime_aarch64)
-    return riscv64_runtime(settings.runtime_riscv64, settings.sysroot_riscv64)
+        return aarch64_runtime(store, toolchain.release, settings.runtime_aarch64)
+    return riscv64_runtime(settings.runtime_riscv64, settings.sysroot_riscv64, toolchain.compiler_version)

@@ -1,0 +1,339 @@
+"""Building IREE's runtime (``iree-run-module``) for riscv64 from IREE's source, into the tools cache.
+
+No package registry ships a riscv64 IREE runtime, so pytest-rvv builds one: a statically linked
+``iree-run-module`` for plain rv64gc (no V: it runs on every riscv64 target; the dispatch code
+brings its own vector instructions), cross-compiled with Debian's ``clang-22`` against Debian's
+riscv64 cross libc/libstdc++, after a host build of IREE's own build tools.
+
+Where the source comes from, first found wins:
+
+1. ``PYTEST_RVV_IREE_SRC`` (or ``--source``): an IREE source directory or a ``.tar.xz``/``.tar.gz``
+   of one (a single top-level folder holding IREE's tree with ``third_party/flatcc``);
+2. a git clone of IREE at the commit that the installed ``iree-compile --version`` names, with
+   the ``third_party/flatcc`` submodule (needs network access to the git host).
+
+The result is a store entry keyed by the source identity (commit, or the tarball's sha256), the
+cross compiler's version and this recipe; a second build of the same key is a lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_rvv.errors import RvvError, ToolMissing, tail
+from pytest_rvv.process import run_process
+from pytest_rvv.store import Entry, Store, digest, file_sha256
+from pytest_rvv.tools import find_executable, version_output
+
+SOURCE_ENV = "PYTEST_RVV_IREE_SRC"
+GIT_URL_ENV = "PYTEST_RVV_IREE_GIT"
+IREE_GIT_URL = "https://github.com/iree-org/iree.git"
+NAMESPACE = "iree-runtime-riscv64"
+RECIPE = "riscv64-static-rv64gc-v1"
+CLANG = "clang-22"
+CLANGXX = "clang++-22"
+CROSS_LIBC = Path("/usr/riscv64-linux-gnu/lib/libc.a")
+CROSS_LIBSTDCXX = Path("/usr/lib/gcc-cross/riscv64-linux-gnu")
+GIT_TIMEOUT_S = 900.0
+BUILD_TIMEOUT_S = 3600.0
+WHERE_TO_GET_IT = (
+    f"set {SOURCE_ENV} to an IREE source directory or .tar.xz (e.g. a git clone of IREE at the commit "
+    "`iree-compile --version` names, with the third_party/flatcc submodule)"
+)
+_COMMIT = re.compile(r"(?<![0-9a-f])([0-9a-f]{7,40})(?![0-9a-f])")
+
+# Everything the runtime build does not need is off: each of these otherwise downloads from
+# GitHub or needs more submodules.
+IREE_OPTIONS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DIREE_BUILD_COMPILER=OFF",
+    "-DIREE_BUILD_TESTS=OFF",
+    "-DIREE_BUILD_SAMPLES=OFF",
+    "-DIREE_BUILD_BENCHMARKS=OFF",
+    "-DIREE_BUILD_PYTHON_BINDINGS=OFF",
+    "-DIREE_BUILD_TFLITE_BINDINGS=OFF",
+    "-DIREE_ENABLE_LIBBACKTRACE=OFF",
+    "-DIREE_ENABLE_CPUINFO=OFF",
+    "-DIREE_HAL_DRIVER_DEFAULTS=OFF",
+    "-DIREE_HAL_DRIVER_LOCAL_SYNC=ON",
+    "-DIREE_HAL_DRIVER_LOCAL_TASK=ON",
+    "-DIREE_HAL_EXECUTABLE_LOADER_DEFAULTS=OFF",
+    "-DIREE_HAL_EXECUTABLE_LOADER_EMBEDDED_ELF=ON",
+    "-DIREE_HAL_EXECUTABLE_PLUGIN_DEFAULTS=OFF",
+)
+HOST_TOOLS = ("iree-flatcc-cli", "iree-c-embed-data")
+RISCV64_FLAGS = "-march=rv64gc -mabi=lp64d"
+
+
+class BuildFailed(RvvError):
+    """The runtime build failed; ``str()`` names the step and the log, ``details`` has its last lines."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class SourceNotFound(ToolMissing):
+    """No IREE source could be had (no variable, no network): the build is skipped, not failed."""
+
+
+@dataclass(frozen=True)
+class RuntimeSource:
+    """Where IREE's source is: a directory or a tarball, with its commit when it is known."""
+
+    path: Path
+    commit: str | None
+    origin: str  # e.g. "PYTEST_RVV_IREE_SRC=/x/iree.tar.xz" or "git clone of IREE at 89ece87b"
+
+    @property
+    def is_tarball(self) -> bool:
+        return self.path.is_file()
+
+    def identity(self) -> str:
+        """What the build depends on: the commit when known, else the tarball's sha256 or the tree's listing."""
+        if self.commit:
+            return f"commit:{self.commit}"
+        if self.is_tarball:
+            return f"sha256:{file_sha256(self.path)}"
+        return "tree:" + digest(sorted(f"{p.relative_to(self.path)}:{p.stat().st_size}:{int(p.stat().st_mtime)}"
+                                       for p in (self.path / "runtime").rglob("*") if p.is_file()))
+
+
+def compiler_commit(version_line: str) -> str | None:
+    """The commit in ``IREE compiler version 3.13.0rc20261016 @ 89ece87b...``, None when absent."""
+    match = re.search(r"@\s*([0-9a-f]{7,40})", version_line)
+    return match.group(1) if match else None
+
+
+def same_commit(a: str | None, b: str | None) -> bool:
+    """Two commit ids (full or abbreviated) name the same commit."""
+    return bool(a and b) and (a.startswith(b) or b.startswith(a))  # type: ignore[union-attr]
+
+
+def commit_of(path: Path) -> str | None:
+    """The commit of a source: ``git rev-parse HEAD`` in a clone, else a hex id in the file or folder name."""
+    if path.is_dir() and (path / ".git").exists() and shutil.which("git"):
+        result = run_process(["git", "-C", str(path), "rev-parse", "HEAD"], timeout_s=60)
+        if result.ok and result.stdout.strip():
+            return result.stdout.strip()
+    found = _COMMIT.findall(path.name.removesuffix(".tar.xz").removesuffix(".tar.gz"))
+    return found[-1] if found else None
+
+
+def source_from_path(raw: str, origin: str) -> RuntimeSource:
+    """Check that ``raw`` is an IREE source directory or tarball (one clear line when it is not)."""
+    path = Path(raw).expanduser()
+    if not path.exists():
+        raise SourceNotFound(f"{origin}: {path} does not exist; {WHERE_TO_GET_IT}")
+    if path.is_dir():
+        missing = _missing_parts(path)
+        if missing:
+            raise RvvError(f"{origin}: {path} is not an IREE source tree (missing {', '.join(missing)}); "
+                           f"{WHERE_TO_GET_IT}")
+    elif not tarfile.is_tarfile(path):
+        raise RvvError(f"{origin}: {path} is neither a directory nor a tar archive; {WHERE_TO_GET_IT}")
+    return RuntimeSource(path, commit_of(path), f"{origin}")
+
+
+def _missing_parts(tree: Path) -> list[str]:
+    needed = ("CMakeLists.txt", "runtime/src/iree", "third_party/flatcc/CMakeLists.txt")
+    return [part for part in needed if not (tree / part).exists()]
+
+
+def find_source(compiler_version: str, explicit: str | None = None, workdir: Path | None = None) -> RuntimeSource:
+    """The IREE source to build from: ``explicit``, ``$PYTEST_RVV_IREE_SRC``, else a git clone into ``workdir``."""
+    if explicit:
+        return source_from_path(explicit, f"--source {explicit}")
+    if os.environ.get(SOURCE_ENV):
+        return source_from_path(os.environ[SOURCE_ENV], f"{SOURCE_ENV}={os.environ[SOURCE_ENV]}")
+    commit = compiler_commit(compiler_version)
+    if commit is None:
+        raise SourceNotFound(f"no IREE source: `iree-compile --version` names no commit ({compiler_version!r}); "
+                             f"{WHERE_TO_GET_IT}")
+    if workdir is None:
+        raise SourceNotFound(f"no IREE source: {WHERE_TO_GET_IT}")
+    return RuntimeSource(git_clone(commit, workdir / "iree"), commit, f"git clone of IREE at {commit[:12]}")
+
+
+def git_clone(commit: str, into: Path) -> Path:
+    """Clone IREE at ``commit`` with its flatcc submodule; SourceNotFound (one line) when it cannot."""
+    git = shutil.which("git")
+    url = os.environ.get(GIT_URL_ENV, IREE_GIT_URL)
+    if git is None:
+        raise SourceNotFound(f"no IREE source: git is not installed (apt-get install git), or {WHERE_TO_GET_IT}")
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    steps = [
+        [git, "clone", "--filter=blob:none", "--no-checkout", url, str(into)],
+        [git, "-C", str(into), "checkout", "--quiet", commit],
+        [git, "-C", str(into), "submodule", "update", "--init", "--depth", "1", "third_party/flatcc"],
+    ]
+    for argv in steps:
+        result = run_process(argv, timeout_s=GIT_TIMEOUT_S, env=env)
+        if not result.ok:
+            reason = next((ln for ln in reversed(result.stderr.splitlines()) if ln.strip()), result.status())
+            raise SourceNotFound(f"no IREE source: `{' '.join(argv[1:3])}` of {url} failed ({reason.strip()}); "
+                                 f"{WHERE_TO_GET_IT}")
+    return into
+
+
+@dataclass(frozen=True)
+class CrossToolchain:
+    """What the build runs: cmake and ninja (>= 3.26, from PyPI), clang-22, Debian's riscv64 cross libraries."""
+
+    cmake: Path
+    ninja: Path
+    clang: Path
+    clangxx: Path
+
+    def identity(self) -> str:
+        return version_output(self.clang).splitlines()[0] if version_output(self.clang) else str(self.clang)
+
+
+def find_cross_toolchain() -> CrossToolchain:
+    """Every tool the build needs, or ToolMissing naming the package that provides it."""
+    cmake, ninja = find_executable("cmake"), find_executable("ninja")
+    pip_hint = "pip install 'cmake>=3.26,<4' ninja (bash scripts/setup.sh python installs them into .venv)"
+    if cmake is None or ninja is None:
+        raise ToolMissing(f"{'cmake' if cmake is None else 'ninja'} not found: {pip_hint}")
+    version = tuple(int(x) for x in re.findall(r"\d+", version_output(cmake))[:2])
+    if version < (3, 26):
+        raise ToolMissing(f"{cmake} is cmake {'.'.join(map(str, version))}; IREE needs >= 3.26: {pip_hint}")
+    clang, clangxx = find_executable(CLANG), find_executable(CLANGXX)
+    if clang is None or clangxx is None:
+        raise ToolMissing(f"{CLANG} not found: apt-get install clang-22 (Debian bookworm-security; "
+                          "bash scripts/setup.sh system)")
+    if not CROSS_LIBC.is_file() or not CROSS_LIBSTDCXX.is_dir():
+        raise ToolMissing("Debian's riscv64 cross libc/libstdc++ missing: apt-get install gcc-riscv64-linux-gnu "
+                          "g++-riscv64-linux-gnu libc6-dev-riscv64-cross (bash scripts/setup.sh system)")
+    return CrossToolchain(cmake, ninja, clang, clangxx)
+
+
+def build_key(source: RuntimeSource, tools: CrossToolchain) -> str:
+    """The store key of a build: source identity, cross compiler and recipe."""
+    return digest([RECIPE, source.identity(), tools.identity(), *IREE_OPTIONS, RISCV64_FLAGS])
+
+
+@dataclass(frozen=True)
+class BuiltRuntime:
+    """A riscv64 ``iree-run-module`` in the tools cache, with where it was built from."""
+
+    executable: Path
+    commit: str | None
+    origin: str
+    built: float  # seconds since the epoch
+
+    @property
+    def commit_text(self) -> str:
+        return self.commit[:12] if self.commit else "unknown commit"
+
+    def describe(self) -> str:
+        return f"{self.executable} (built from {self.origin}, IREE {self.commit_text})"
+
+
+def _built(entry: Entry) -> BuiltRuntime:
+    meta = entry.meta
+    return BuiltRuntime(entry.file("iree-run-module"), meta.get("commit"), str(meta.get("origin", "?")),
+                        float(meta.get("built", 0)))
+
+
+def built_runtimes(tools_dir: Path) -> Iterator[BuiltRuntime]:
+    """Every verified runtime build in the tools cache."""
+    store = Store(tools_dir)
+    for manifest in sorted((tools_dir / NAMESPACE).glob("*/*/manifest.json")):
+        entry = store.lookup(NAMESPACE, manifest.parent.name)
+        if entry is not None and entry.file("iree-run-module").is_file():
+            yield _built(entry)
+
+
+def pick_runtime(tools_dir: Path, compiler_version: str) -> BuiltRuntime | None:
+    """The build from the compiler's own commit when there is one, else the newest build."""
+    builds = list(built_runtimes(tools_dir))
+    if not builds:
+        return None
+    wanted = compiler_commit(compiler_version)
+    return max(builds, key=lambda b: (same_commit(b.commit, wanted), b.built))
+
+
+def build_runtime(source: RuntimeSource, tools_dir: Path, tools: CrossToolchain | None = None,
+                  log=print) -> tuple[BuiltRuntime, bool]:  # noqa: ANN001 - a print-like callable
+    """Build (or find) the riscv64 runtime of ``source``; returns it and whether this call built it.
+
+    A failed build raises BuildFailed with the log's last lines and its path; nothing is published.
+    """
+    tools = tools or find_cross_toolchain()
+    key = build_key(source, tools)
+    logs = tools_dir / "build-logs"
+
+    def build(tmp: Path) -> dict[str, object]:
+        start = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="pytest-rvv-iree-build-") as scratch:
+            work = Path(scratch)
+            tree = _unpacked(source, work, log)
+            exe = _cmake_build(tree, work, tools, logs / f"iree-runtime-{key[:12]}.log", log)
+            shutil.copy2(exe, tmp / "iree-run-module")
+        return {"commit": source.commit, "origin": source.origin, "built": time.time(),
+                "build_s": round(time.monotonic() - start, 1), "cross": tools.identity(), "recipe": RECIPE}
+
+    store = Store(tools_dir)
+    entry = store.get_or_build(NAMESPACE, key, build)
+    return _built(entry), entry.created
+
+
+def _unpacked(source: RuntimeSource, work: Path, log) -> Path:  # noqa: ANN001
+    if not source.is_tarball:
+        return source.path
+    log(f"unpacking {source.path}")
+    try:
+        with tarfile.open(source.path) as archive:
+            archive.extractall(work / "src", filter="data")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise RvvError(f"{source.origin}: cannot unpack {source.path} ({exc}); {WHERE_TO_GET_IT}") from None
+    tops = [p for p in (work / "src").iterdir()]
+    tree = tops[0] if len(tops) == 1 and tops[0].is_dir() else work / "src"
+    missing = _missing_parts(tree)
+    if missing:
+        raise RvvError(f"{source.origin}: {source.path} does not hold an IREE source tree in one top-level folder "
+                       f"(missing {', '.join(missing)}); {WHERE_TO_GET_IT}")
+    return tree
+
+
+def _cmake_build(tree: Path, work: Path, tools: CrossToolchain, log_path: Path, log) -> Path:  # noqa: ANN001
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("")
+    env = {**os.environ, "PATH": f"{tools.ninja.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    jobs = str(os.cpu_count() or 2)
+    host, cross = work / "host", work / "riscv64"
+    common = [str(tools.cmake), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={tools.ninja}", "-S", str(tree), *IREE_OPTIONS]
+    steps = [
+        ("configure the host build tools",
+         [*common, "-B", str(host), f"-DCMAKE_C_COMPILER={tools.clang}", f"-DCMAKE_CXX_COMPILER={tools.clangxx}"]),
+        ("build the host build tools", [str(tools.cmake), "--build", str(host), "-j", jobs, "--target", *HOST_TOOLS]),
+        ("configure the riscv64 cross build",
+         [*common, "-B", str(cross), "-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=riscv64",
+          f"-DCMAKE_C_COMPILER={tools.clang}", f"-DCMAKE_CXX_COMPILER={tools.clangxx}",
+          "-DCMAKE_C_COMPILER_TARGET=riscv64-linux-gnu", "-DCMAKE_CXX_COMPILER_TARGET=riscv64-linux-gnu",
+          f"-DCMAKE_C_FLAGS={RISCV64_FLAGS}", f"-DCMAKE_CXX_FLAGS={RISCV64_FLAGS}",
+          "-DCMAKE_EXE_LINKER_FLAGS=-static", f"-DIREE_HOST_BIN_DIR={host / 'tools'}"]),
+        ("build iree-run-module for riscv64",
+         [str(tools.cmake), "--build", str(cross), "-j", jobs, "--target", "iree-run-module"]),
+    ]
+    for what, argv in steps:
+        log(what)
+        result = run_process(argv, timeout_s=BUILD_TIMEOUT_S, env=env)
+        with log_path.open("a") as f:
+            f.write(f"$ {' '.join(argv)}\n{result.stdout}\n{result.stderr}\n")
+        if not result.ok:
+            raise BuildFailed(f"IREE runtime build failed to {what} ({result.status()}); full log: {log_path}",
+                              tail(result.stdout + "\n" + result.stderr, 15))
+    exe = cross / "tools" / "iree-run-module"
+    if not exe.is_file():
+        raise BuildFailed(f"IREE runtime build produced no {exe}; full log: {log_path}")
+    return exe
