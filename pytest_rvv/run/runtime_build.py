@@ -263,7 +263,7 @@ def pick_runtime(tools_dir: Path, compiler_version: str) -> BuiltRuntime | None:
 
 
 def build_runtime(source: RuntimeSource, tools_dir: Path, tools: CrossToolchain | None = None,
-                  log=print) -> tuple[BuiltRuntime, bool]:  # noqa: ANN001 - a print-like callable
+                  log=print) -> tuple[BuiltRuntime, bool]:
     """Build (or find) the riscv64 runtime of ``source``; returns it and whether this call built it.
 
     A failed build raises BuildFailed with the log's last lines and its path; nothing is published.
@@ -287,7 +287,7 @@ def build_runtime(source: RuntimeSource, tools_dir: Path, tools: CrossToolchain 
     return _built(entry), entry.created
 
 
-def _unpacked(source: RuntimeSource, work: Path, log) -> Path:  # noqa: ANN001
+def _unpacked(source: RuntimeSource, work: Path, log) -> Path:
     if not source.is_tarball:
         return source.path
     log(f"unpacking {source.path}")
@@ -305,7 +305,7 @@ def _unpacked(source: RuntimeSource, work: Path, log) -> Path:  # noqa: ANN001
     return tree
 
 
-def _cmake_build(tree: Path, work: Path, tools: CrossToolchain, log_path: Path, log) -> Path:  # noqa: ANN001
+def _cmake_build(tree: Path, work: Path, tools: CrossToolchain, log_path: Path, log) -> Path:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text("")
     env = {**os.environ, "PATH": f"{tools.ninja.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
