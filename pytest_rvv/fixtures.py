@@ -20,10 +20,11 @@ from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
 from pytest_rvv.model.model import Model
-from pytest_rvv.perf.baseline import baseline_path, load_baseline
 from pytest_rvv.perf.measure import PerfResult, measure_performance
-from pytest_rvv.perf.policy import compare, table, tolerances
-from pytest_rvv.perf.report import PERF_NOTE, PERF_PROPERTY
+from pytest_rvv.perf.policy import tolerances
+from pytest_rvv.perf.reference import references
+from pytest_rvv.perf.report import PERF_IMPROVED, PERF_NOTE, PERF_PROPERTY
+from pytest_rvv.perf.verdict import judge
 from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
@@ -91,7 +92,12 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
 @pytest.fixture
 def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, record_property: Any,
                     request: pytest.FixtureRequest) -> Callable[[], PerfResult]:
-    """Measure ``rvv_model`` on ``rvv_target`` and compare with its baseline (fails with a table)."""
+    """Measure ``rvv_model`` on ``rvv_target`` and judge it against the baselines that apply here.
+
+    Portable metrics against the committed baseline, machine-bound ones against this machine's
+    (information only when there is none). Fails with one table on a regression; an improvement
+    passes and is listed (fails with --rvv-strict-baselines, like any difference).
+    """
 
     def check() -> PerfResult:
         settings = rvv_session.settings
@@ -103,21 +109,23 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         record_property(PERF_PROPERTY, result.as_json())
         if request.config.getoption("update_baselines"):
             return result
-        path = baseline_path(settings.root / PERF_BASELINES, rvv_target.name, rvv_model.name)
+        strict = request.config.getoption("rvv_strict_baselines")
         try:
-            baseline = load_baseline(path)
+            refs = references(settings.root / PERF_BASELINES, rvv_session.machine, rvv_target.name, rvv_model.name)
             limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
-        if baseline is None:
-            if request.config.getoption("rvv_strict_baselines"):
-                pytest.fail(f"no performance baseline {path}: record one with --update-baselines", pytrace=False)
-            record_property(PERF_NOTE, f"baseline needed: {path} (record it with --update-baselines)")
-            return result
-        rows = compare(baseline, result.metrics, result.samples, limits)
-        if not all(row.ok for row in rows):
-            pytest.fail(f"performance regression: {rvv_model.name} on {rvv_target.name} (baseline {path})\n"
-                        + table(rows), pytrace=False)
+        verdict = judge(refs, result, rvv_target, limits, rvv_session.machine)
+        for line in verdict.notes:
+            record_property(PERF_NOTE, line)
+        for line in verdict.improvements:
+            record_property(PERF_IMPROVED, line)
+        if refs.portable is None and strict and verdict.has_portable:
+            pytest.fail(f"no performance baseline {refs.portable_path}: record one with --update-baselines",
+                        pytrace=False)
+        if verdict.regressed or (strict and verdict.differs):
+            what = "performance regression" if verdict.regressed else "differs from its baseline (strict)"
+            pytest.fail(f"{what}: {rvv_model.name} on {rvv_target.name}\n{verdict.render()}", pytrace=False)
         return result
 
     return check

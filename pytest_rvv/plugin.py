@@ -19,6 +19,7 @@ from pytest_rvv.errors import ConfigError, RvvError, ToolMissing
 from pytest_rvv.expectations import ExpectedFailureUpdater, load_expected_failures, phase_of
 from pytest_rvv.fixtures import PERF_BASELINES, SESSION_KEY
 from pytest_rvv.model.model import Model
+from pytest_rvv.perf.reference import MACHINES
 from pytest_rvv.perf.report import PerformanceCollector
 from pytest_rvv.run.runtime_build import same_commit
 from pytest_rvv.session import RvvSession
@@ -80,7 +81,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(fixtures, "rvv-fixtures")
     known_ids = {f"{m}-{t}" for m in settings.every_model_name for t in settings.known_targets}
     config.pluginmanager.register(VectorizationSummary(config.rootpath, known_ids), "rvv-vectorization-summary")
-    config.pluginmanager.register(PerformanceCollector(config, settings.root / PERF_BASELINES), "rvv-performance")
+    collector = PerformanceCollector(config, settings.root / PERF_BASELINES, config.stash[SESSION_KEY])
+    config.pluginmanager.register(collector, "rvv-performance")
     config.pluginmanager.register(ExpectedFailureUpdater(settings.expected_failures, expected, CHECK_PROPERTY),
                                   "rvv-expected-failures")
     config.pluginmanager.register(ConformanceTracker(config, settings.root), "rvv-conformance")
@@ -99,6 +101,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines.append(f"rvv: {toolchain.compiler_version} ({toolchain.origin}); cache {settings.cache_dir}")
     if any(t.arch == "riscv64" for t in settings.targets):
         lines.append(f"rvv: riscv64 runtime {_riscv64_runtime_line(session)}")
+    machine = session.machine
+    own = settings.root / PERF_BASELINES / MACHINES / machine.name
+    state = "gated against them" if own.is_dir() else "none yet: machine-bound metrics are shown, not gated"
+    lines.append(f"rvv: machine {machine.describe()}; its baselines {own} ({state})")
     return lines
 
 

@@ -18,8 +18,9 @@ import numpy as np
 from pytest_rvv.compare.reference import onnxruntime_outputs
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
 from pytest_rvv.compile.toolchain import Toolchain, find_toolchain
-from pytest_rvv.errors import RunFailed, RuntimeMismatch
+from pytest_rvv.errors import RunFailed, RuntimeMismatch, RvvError
 from pytest_rvv.expectations import ExpectedFailure
+from pytest_rvv.machine import Machine, this_machine
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.run.qemu import Qemu, find_qemu
@@ -64,6 +65,16 @@ class RvvSession:
     @functools.cached_property
     def toolchain(self) -> Toolchain:
         return find_toolchain(self.settings.iree_build)
+
+    @functools.cached_property
+    def machine(self) -> Machine:
+        """This machine's identity (name and fingerprint) for machine-bound baselines."""
+        try:
+            qemu = self.qemu("riscv64")
+            emulator = f"qemu {qemu.version_text}" + (" plugins" if qemu.supports_plugins else "")
+        except RvvError:
+            emulator = "no qemu"
+        return this_machine(self.settings.machine, emulator, self.settings.machine_origin)
 
     @functools.cached_property
     def compiler(self) -> Compiler:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_rvv.analyze.gate import DEFAULT_MAX_SHARE_DROP
 from pytest_rvv.errors import ConfigError
+from pytest_rvv.machine import check_name
 from pytest_rvv.model.manifest import model_from_table
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.registry import SIZES, builtin_models
@@ -61,6 +62,8 @@ OPTIONS: tuple[Option, ...] = (
            "execution tests skip", env="PYTEST_RVV_RUNTIME_RISCV64", metavar="PATH"),
     Option("iree-build", "your own IREE build or install directory: its iree-compile (and iree-import-onnx, "
            "iree-run-module when present) replace the wheel's", env="PYTEST_RVV_IREE_BUILD", metavar="DIR"),
+    Option("machine", "name of this machine for machine-bound baselines (times, RSS, the host target; default: "
+           "derived from its fingerprint)", env="PYTEST_RVV_MACHINE", metavar="NAME"),
     Option("runtime-aarch64", "an aarch64 iree-run-module to use instead of the one from the aarch64 "
            "iree-base-runtime wheel", env="PYTEST_RVV_RUNTIME_AARCH64", metavar="PATH"),
     Option("sysroot-riscv64", "riscv64 sysroot for a dynamically linked riscv64 runtime (QEMU -L)",
@@ -125,6 +128,8 @@ class Settings:
     qemu_dir: Path | None
     expected_failures: Path
     iree_build: Path | None = None
+    machine: str | None = None
+    machine_origin: str = "--rvv-machine"
     max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
     perf_repeat: int = 3
     ops: str | None = None
@@ -204,12 +209,20 @@ class Settings:
             qemu_dir=path("qemu-dir"),
             expected_failures=path("expected-failures") or root / "baselines" / "expected-failures.toml",
             iree_build=path("iree-build"),
+            machine=check_name(str(value("machine")), "--rvv-machine") if value("machine") else None,
+            machine_origin=_machine_origin(lookup),
             max_vector_share_drop=share_drop,
             perf_repeat=int(_number(value("perf-repeat"), 3, "--rvv-perf-repeat", "a positive number of runs",
                                     positive=True)),
             tolerances=table.get("tolerances") or {},
             ops=str(value("ops")) if value("ops") else None,
         )
+
+
+def _machine_origin(lookup: Callable[[Option], tuple[Any, Path] | None]) -> str:
+    if lookup(BY_NAME["machine"]) is not None:
+        return "--rvv-machine"
+    return "PYTEST_RVV_MACHINE" if os.environ.get("PYTEST_RVV_MACHINE") else "[tool.pytest_rvv] machine"
 
 
 def _number(raw: Any, default: float, flag: str, what: str, positive: bool = False) -> float:

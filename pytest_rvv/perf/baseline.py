@@ -1,8 +1,11 @@
-"""Performance baselines: one readable JSON file per model x target under ``baselines/performance/``."""
+"""Performance baselines: readable JSON files per model x target under ``baselines/performance/``:
+``<target>/<model>.json`` (portable metrics, committed, gated everywhere) and
+``machines/<machine>/<target>/<model>.json`` (machine-bound metrics of that machine)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,25 +32,38 @@ def load_baseline(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def write_baselines(root: Path, records: list[dict[str, Any]]) -> list[str]:
-    """Write each record atomically (a crash leaves every file old or new, never half-written).
+def _write(path: Path, data: dict[str, Any], compare_keys: tuple[str, ...]) -> str:
+    """Write ``data`` atomically unless the stored file has the same ``compare_keys``; one summary line."""
+    old = load_baseline(path) if path.exists() else None
+    if old is not None and all(old.get(k) == data.get(k) for k in compare_keys):
+        return f"unchanged {path}"
+    atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    if old is None:
+        return f"recorded  {path}"
+    changed = sorted(k for k in data["metrics"] if old["metrics"].get(k) != data["metrics"][k])
+    return f"updated   {path}: {', '.join(changed) or 'toolchain'}"
 
-    Returns one summary line per file: recorded, updated (with the metrics that changed) or unchanged.
+
+def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str, Any],
+                    kinds: Callable[[str, str], str]) -> list[str]:
+    """Write each record's portable metrics to ``<target>/<model>.json`` and its machine-bound ones to
+    ``machines/<machine>/<target>/<model>.json``, atomically (old or new, never half-written).
+
+    ``kinds(target, metric)`` says which is which. A portable file whose metrics and toolchain are
+    unchanged is left byte-identical, whichever machine re-records it. Returns one line per file.
     """
     summary = []
     for record in sorted(records, key=lambda r: (r["target"], r["model"])):
-        path = baseline_path(root, record["target"], record["model"])
-        old = load_baseline(path) if path.exists() else None
-        toolchain = record["toolchain"]
-        data = {"model": record["model"], "target": record["target"], "toolchain": toolchain,
-                "metrics": record["metrics"], "samples": record["samples"]}
-        if old is not None and old.get("metrics") == data["metrics"] and old.get("toolchain") == toolchain:
-            summary.append(f"unchanged {path}")
-            continue
-        atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
-        if old is None:
-            summary.append(f"recorded  {path}")
-        else:
-            changed = sorted(k for k in data["metrics"] if old["metrics"].get(k) != data["metrics"][k])
-            summary.append(f"updated   {path}: {', '.join(changed) or 'toolchain'}")
+        target, model, toolchain = record["target"], record["model"], record["toolchain"]
+        portable = {k: v for k, v in record["metrics"].items() if kinds(target, k) != "machine-bound"}
+        bound = {k: v for k, v in record["metrics"].items() if kinds(target, k) == "machine-bound"}
+        if portable:
+            data = {"model": model, "target": target, "toolchain": toolchain, "metrics": portable,
+                    "recorded_on": machine["name"]}
+            summary.append(_write(baseline_path(root, target, model), data, ("metrics", "toolchain")))
+        if bound:
+            data = {"model": model, "target": target, "toolchain": toolchain, "metrics": bound,
+                    "samples": record["samples"], "machine": machine}
+            path = baseline_path(root / "machines" / machine["name"], target, model)
+            summary.append(_write(path, data, ("metrics", "toolchain", "samples", "machine")))
     return summary

@@ -57,7 +57,7 @@ def measure_performance(session: RvvSession, model: Model, target: Target, runne
     """
     artifact = session.artifact(model, target)
     toolchain = {"iree_compile": session.toolchain.compiler_version,
-                 "runtime": runner.runtime.origin if runner else "none",
+                 "runtime": runner.runtime.identity if runner else "none",
                  "qemu": f"{runner.qemu.path.name} {runner.qemu.version_text}" if runner and runner.qemu else "none"}
     result = PerfResult(model.name, target.name, toolchain)
     result.metrics.update(compile_s=round(artifact.compile_s, 3), module_bytes=artifact.size_bytes,

@@ -1,5 +1,8 @@
 """Tolerance policy per metric, and the comparison of a measurement with its baseline.
 
+Which baseline a metric is compared with (portable or this machine's) is decided in
+reference.py; this module only judges. Every metric is better lower: an increase beyond the
+allowance is a regression, a decrease beyond it an improvement (never a regression).
 Deterministic metrics (instruction counts, sizes, IREE's peak allocation) must match exactly;
 time and memory may grow by a ratio; time must also grow by more than 50 ms (start-up noise), and
 needs a one-sided Mann-Whitney test to call a slowdown significant when both sides have enough
@@ -74,19 +77,43 @@ def mann_whitney_greater(now: list[float], base: list[float]) -> float:
     return 0.5 * math.erfc((u - mean) / sd / math.sqrt(2)) if sd else 1.0
 
 
+REGRESSED = "REGRESSED"
+IMPROVED = "improved"
+CHANGED = "changed"  # a diagnostic moved: shown, not a verdict
+OK = "ok"
+
+
 @dataclass(frozen=True)
 class Row:
+    """One metric's verdict: baseline, now, the allowance and whether it regressed or improved."""
+
     metric: str
     baseline: float | None
     now: float | None
     allowed: float
-    ok: bool
+    status: str = OK
     note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Only a regression fails (improvements and diagnostic changes pass unless strict)."""
+        return self.status != REGRESSED
+
+    @property
+    def differs(self) -> bool:
+        """Anything --rvv-strict-baselines refuses: an improvement or a changed diagnostic."""
+        return self.status in (IMPROVED, CHANGED)
 
     def change(self) -> str:
         if self.baseline in (None, 0) or self.now is None:
             return "n/a"
         return f"{(self.now - self.baseline) / self.baseline * 100:+.1f}%"
+
+    def added(self) -> float:
+        """How much this row adds, relative to its baseline (ranks a review: most added work first)."""
+        if not self.baseline or self.now is None:
+            return 0.0
+        return (self.now - self.baseline) / self.baseline
 
     def allowance(self) -> str:
         if self.allowed == EXACT:
@@ -95,35 +122,48 @@ class Row:
 
 
 def compare(baseline: Mapping[str, Any], now_metrics: Mapping[str, float], now_samples: Mapping[str, list[float]],
-            limits: Mapping[str, float]) -> list[Row]:
-    """One row per metric present on both sides."""
+            limits: Mapping[str, float], diagnostics: frozenset[str] = frozenset()) -> list[Row]:
+    """One row per metric present on both sides; every metric is better lower.
+
+    Exact metrics: higher is REGRESSED, lower is improved. Ratio metrics: higher beyond the ratio
+    (and, for time, beyond the noise floor and significantly when there are enough samples) is
+    REGRESSED, lower beyond the same band is improved. ``diagnostics`` only ever "change".
+    """
     rows = []
     base_metrics, base_samples = baseline.get("metrics", {}), baseline.get("samples", {})
     for metric in sorted(set(base_metrics) & set(now_metrics)):
         old, new, limit = base_metrics[metric], now_metrics[metric], limits.get(metric, EXACT)
+        if metric in diagnostics:
+            rows.append(Row(metric, old, new, INFO, CHANGED if new != old else OK))
+            continue
         if limit == EXACT:
-            rows.append(Row(metric, old, new, limit, old == new))
+            rows.append(Row(metric, old, new, limit, OK if new == old else (REGRESSED if new > old else IMPROVED)))
+            continue
+        if limit == INFO:
+            rows.append(Row(metric, old, new, limit))
             continue
         sample_key = TIME_METRICS.get(metric)
-        within = new <= old * limit or (sample_key is not None and new - old <= TIME_FLOOR_S)
+        floor = TIME_FLOOR_S if sample_key is not None else 0.0
+        slower = new > old * limit and new - old > floor
+        faster = new * limit < old and old - new > floor
         note = ""
-        if not within and sample_key:
+        if slower and sample_key:
             a, b = now_samples.get(sample_key, []), base_samples.get(sample_key, [])
             if len(a) >= MIN_SAMPLES_FOR_TEST and len(b) >= MIN_SAMPLES_FOR_TEST:
                 p = mann_whitney_greater(a, b)
                 note = f"p={p:.3f}"
-                within = p >= SIGNIFICANCE  # slower beyond the ratio, but not significantly
-        rows.append(Row(metric, old, new, limit, within, note))
+                slower = p < SIGNIFICANCE  # slower beyond the ratio, but not significantly: noise
+        rows.append(Row(metric, old, new, limit, REGRESSED if slower else (IMPROVED if faster else OK), note))
     return rows
 
 
 def table(rows: list[Row]) -> str:
-    """The failure table: metric, baseline, now, change, allowed."""
+    """The verdict table: metric, baseline, now, change, allowed, verdict (regressions first)."""
+    order = {REGRESSED: 0, IMPROVED: 1, CHANGED: 2, OK: 3}
     lines = [f"{'metric':32} {'baseline':>14} {'now':>14} {'change':>9} {'allowed':>8}  verdict"]
-    for r in rows:
-        verdict = "ok" if r.ok else "REGRESSED"
+    for r in sorted(rows, key=lambda r: (order[r.status], -r.added())):
         lines.append(f"{r.metric:32} {_fmt(r.baseline):>14} {_fmt(r.now):>14} {r.change():>9} {r.allowance():>8}  "
-                     f"{verdict}{' ' + r.note if r.note else ''}")
+                     f"{r.status}{' ' + r.note if r.note else ''}")
     return "\n".join(lines)
 
 

@@ -7,16 +7,20 @@ executed vector % | speedup vs rv64gc. ``--rvv-report=DIR`` also writes JSON, Ma
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_rvv.perf.baseline import write_baselines
+from pytest_rvv.perf.metrics import kind_of
+from pytest_rvv.session import RvvSession
 from pytest_rvv.store import atomic_write_bytes
 
 PERF_PROPERTY = "rvv_performance"
 PERF_NOTE = "rvv_performance_note"
+PERF_IMPROVED = "rvv_performance_improved"
 
 
 def _speedup(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: str) -> str:
@@ -110,11 +114,14 @@ def _speedup_plot(plt: Any, directory: Path, rows: dict[tuple[str, str], dict[st
 class PerformanceCollector:
     """pytest plugin object on the controller (or the only process): results from reports, once."""
 
-    def __init__(self, config: pytest.Config, baselines: Path) -> None:
+    def __init__(self, config: pytest.Config, baselines: Path, session: RvvSession) -> None:
         self.config = config
         self.baselines = baselines
+        self.session = session
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self.lines: list[str] = []
+        self.notes: dict[str, list[str]] = {}  # the same note on many tests is shown once, with a count
+        self.improvements: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
@@ -122,13 +129,21 @@ class PerformanceCollector:
                 if name == PERF_PROPERTY:  # recorded only after the model agreed with onnxruntime
                     self.rows[(value["model"], value["target"])] = value
                 elif name == PERF_NOTE:
-                    self.lines.append(value)
+                    self.notes.setdefault(_generic(value), []).append(value)
+                elif name == PERF_IMPROVED:
+                    self.improvements.append(value)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.rows:
             return
         if self.config.getoption("update_baselines"):
-            self.lines += write_baselines(self.baselines, list(self.rows.values()))
+            known = self.session.settings.known_targets
+
+            def kinds(target: str, metric: str) -> str:
+                return kind_of(metric, known[target]) if target in known else "portable"
+
+            self.lines += write_baselines(self.baselines, list(self.rows.values()), self.session.machine.as_json(),
+                                          kinds)
         report_dir = self.config.getoption("rvv_report")
         if report_dir:
             for path in write_report(Path(report_dir), self.rows):
@@ -138,5 +153,19 @@ class PerformanceCollector:
         if not self.rows:
             return
         terminalreporter.section("rvv performance (Table 1)", sep="-")
-        for line in [*table_one(self.rows), *self.lines]:
+        for line in table_one(self.rows):
             terminalreporter.write_line(line)
+        for generic, lines in self.notes.items():
+            count = f" [{len(lines)} tests]" if len(lines) > 1 else ""
+            terminalreporter.write_line((generic if len(lines) > 1 else lines[0]) + count)
+        for line in self.lines:
+            terminalreporter.write_line(line)
+        if self.improvements:
+            terminalreporter.section("rvv improvements (passing; --rvv-strict-baselines fails on them)", sep="-")
+            for line in sorted(self.improvements):
+                terminalreporter.write_line(line)
+
+
+def _generic(note: str) -> str:
+    """A note with its model x target path parts removed, to group identical notes."""
+    return re.sub(r"\S*baselines/performance/\S*", "<baseline>", note)

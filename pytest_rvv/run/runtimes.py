@@ -19,7 +19,7 @@ from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
 from pytest_rvv.run.qemu import default_tools_dir
 from pytest_rvv.run.runtime_build import pick_runtime
 from pytest_rvv.settings import Settings
-from pytest_rvv.store import Store
+from pytest_rvv.store import Store, file_sha256
 from pytest_rvv.targets import AARCH64, HOST, RISCV64
 from pytest_rvv.wheels import fetch_from_wheel
 
@@ -40,6 +40,15 @@ class Runtime:
     sysroot: Path | None
     origin: str  # where it came from, for reports and doctor
     commit: str | None = None  # the IREE commit it was built from, when known
+
+    @property
+    def identity(self) -> str:
+        """What the runtime is, without paths: the same on every machine (recorded in baselines)."""
+        if self.commit:
+            return f"iree-run-module ({self.arch}) from IREE {self.commit[:12]}"
+        if self.origin.startswith(("user-supplied", "your IREE build")):
+            return f"iree-run-module ({self.arch}) sha256:{file_sha256(self.executable)[:12]}"
+        return self.origin
 
 
 def host_runtime(own_build: Path | None = None) -> Runtime:

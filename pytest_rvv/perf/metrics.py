@@ -1,0 +1,71 @@
+"""Every performance metric, its kind and its good direction, stated in one place.
+
+- **portable**: no machine changes it for a cross target (compiled code, counts, sizes, IREE's own
+  peak allocation). Kept in the committed baselines, gated on every machine.
+- **machine-bound**: the machine changes it (times, the emulator's RSS, and everything of the
+  ``host`` target, which compiles with ``-cpu=host``). Gated only against a baseline taken on the
+  same machine (``baselines/performance/machines/<machine>/``); elsewhere shown as information.
+- **diagnostic**: shown, never a verdict by itself (vector instruction counts: vector share can rise
+  while the work doubles; the vectorization suite owns the "still vectorized" gate).
+
+Every gated metric is better lower (fewer instructions, smaller, faster): a decrease is an
+improvement, listed and passing, never a regression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_rvv.targets import HOST, Target
+
+PORTABLE = "portable"
+MACHINE_BOUND = "machine-bound"
+DIAGNOSTIC = "diagnostic"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: its kind for cross targets, unit and meaning."""
+
+    name: str
+    kind: str
+    unit: str
+    meaning: str
+    work: bool = False  # executed work: ranks first in a review
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("executed_dispatch_instructions", PORTABLE, "instr", "instructions executed in the dispatches", work=True),
+    Metric("static_instructions", PORTABLE, "instr", "instructions in the dispatch code"),
+    Metric("module_bytes", PORTABLE, "B", "size of the .vmfb"),
+    Metric("dispatch_code_bytes", PORTABLE, "B", ".text of the dispatch libraries"),
+    Metric("iree_peak_bytes", PORTABLE, "B", "IREE's peak allocation (HOST_LOCAL + DEVICE_LOCAL)"),
+    # Peak RSS of the emulator includes QEMU's translation buffers and host libc: it moves with the
+    # QEMU build, the host kernel and its page size, so it is only compared on the same machine.
+    Metric("peak_rss_kb", MACHINE_BOUND, "KiB", "peak RSS of the run (the emulator's under QEMU)"),
+    Metric("wall_s_min", MACHINE_BOUND, "s", "fastest wall time of N runs", work=True),
+    Metric("cpu_s_min", MACHINE_BOUND, "s", "fastest CPU time of N runs", work=True),
+    Metric("wall_s_median", MACHINE_BOUND, "s", "median wall time (shown, not gated)"),
+    Metric("cpu_s_median", MACHINE_BOUND, "s", "median CPU time (shown, not gated)"),
+    Metric("compile_s", MACHINE_BOUND, "s", "the compiler's own CPU time (user + sys)"),
+    Metric("static_vector", DIAGNOSTIC, "instr", "vector instructions in the dispatch code"),
+    Metric("executed_dispatch_vector", DIAGNOSTIC, "instr", "vector instructions executed in the dispatches"),
+)}
+
+
+def kind_of(metric: str, target: Target) -> str:
+    """The kind of ``metric`` on ``target``: everything of the ``host`` target is machine-bound."""
+    known = METRICS.get(metric)
+    kind = known.kind if known else PORTABLE
+    if target.arch == HOST and kind == PORTABLE:
+        return MACHINE_BOUND
+    return kind
+
+
+def split(metrics: dict[str, float], target: Target) -> dict[str, dict[str, float]]:
+    """``metrics`` split by kind, diagnostics kept with the portable ones (they describe the same code)."""
+    parts: dict[str, dict[str, float]] = {PORTABLE: {}, MACHINE_BOUND: {}}
+    for name, value in metrics.items():
+        kind = kind_of(name, target)
+        parts[MACHINE_BOUND if kind == MACHINE_BOUND else PORTABLE][name] = value
+    return parts

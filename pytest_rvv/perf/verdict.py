@@ -1,0 +1,80 @@
+"""The performance verdict of one model x target: measurement + the baselines that apply -> rows.
+
+The one place that decides: portable metrics against the committed baseline (every machine),
+machine-bound metrics against this machine's baseline (or shown as information), diagnostics
+shown as changes. The fixture only fails or passes on what this returns; reports only format it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pytest_rvv.machine import Machine
+from pytest_rvv.perf.measure import PerfResult
+from pytest_rvv.perf.metrics import DIAGNOSTIC, MACHINE_BOUND, kind_of
+from pytest_rvv.perf.policy import IMPROVED, REGRESSED, Row, compare, table
+from pytest_rvv.perf.reference import RECORD_HINT, References
+from pytest_rvv.targets import Target
+
+
+@dataclass
+class PerfVerdict:
+    """Rows per kind, plus the lines to show (notes, improvements)."""
+
+    model: str
+    target: str
+    portable: list[Row] = field(default_factory=list)
+    machine_bound: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    has_portable: bool = False  # this target has portable metrics at all (host has none)
+    portable_path: str = ""
+    machine_path: str = ""
+
+    @property
+    def rows(self) -> list[Row]:
+        return self.portable + self.machine_bound
+
+    @property
+    def regressed(self) -> bool:
+        return any(r.status == REGRESSED for r in self.rows)
+
+    @property
+    def differs(self) -> bool:
+        return any(r.differs for r in self.rows)
+
+    @property
+    def improvements(self) -> list[str]:
+        better = [r for r in self.rows if r.status == IMPROVED]
+        if not better:
+            return []
+        listed = ", ".join(f"{r.metric} {r.change()}" for r in better)
+        return [f"{self.model} on {self.target}: {listed} (record: {RECORD_HINT} -k '{self.model}-{self.target}')"]
+
+    def render(self) -> str:
+        parts = []
+        if self.portable:
+            parts.append(f"portable metrics vs {self.portable_path}:\n{table(self.portable)}")
+        if self.machine_bound:
+            parts.append(f"machine-bound metrics vs {self.machine_path}:\n{table(self.machine_bound)}")
+        return "\n".join(parts + self.notes)
+
+
+def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[str, float],
+          machine: Machine) -> PerfVerdict:
+    """Compare ``result`` with the baselines in ``refs`` that apply on ``machine``."""
+    kinds = {m: kind_of(m, target) for m in result.metrics}
+    diagnostics = frozenset(m for m, k in kinds.items() if k == DIAGNOSTIC)
+    portable_now = {m: v for m, v in result.metrics.items() if kinds[m] != MACHINE_BOUND}
+    bound_now = {m: v for m, v in result.metrics.items() if kinds[m] == MACHINE_BOUND}
+    verdict = PerfVerdict(result.model, result.target, has_portable=bool(portable_now),
+                          portable_path=str(refs.portable_path), machine_path=str(refs.machine_path))
+    if refs.portable is not None and portable_now:
+        verdict.portable = compare(refs.portable, portable_now, {}, limits, diagnostics)
+    elif portable_now:
+        verdict.notes.append(f"baseline needed: {refs.portable_path} (record it with --update-baselines)")
+    if refs.machine is not None:
+        verdict.machine_bound = compare(refs.machine, bound_now, result.samples, limits)
+    if note := refs.machine_note(machine):
+        verdict.notes.append(note)
+    return verdict
