@@ -17,7 +17,7 @@ from pytest_rvv.analyze.gate import GateResult
 from pytest_rvv.analyze.static import analyze
 from pytest_rvv.conformance.check import NodeTestFailure, lists_path, load_lists, run_node_test, tolerance_for
 from pytest_rvv.conformance.node_tests import NodeTest
-from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY
+from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY, NEW_PASS
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
 from pytest_rvv.model.model import Model
 from pytest_rvv.perf.measure import PerfResult, measure_performance
@@ -133,11 +133,12 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
 
 @pytest.fixture
 def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target: Target, tmp_path: Path,
-                    record_property: Any) -> Callable[[], None]:
+                    record_property: Any, request: pytest.FixtureRequest) -> Callable[[], None]:
     """Run one ONNX node test on ``rvv_target`` against its strict, per-phase expected failures."""
 
     def check() -> None:
         path = lists_path(rvv_session.settings.root, rvv_target.name)
+        strict = request.config.getoption("rvv_strict_baselines")
         try:
             expected = load_lists(path).get(rvv_node_test.name)
             tolerance = tolerance_for(rvv_session.settings.root, rvv_node_test.name)
@@ -147,21 +148,34 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
             runner: Runner | None = rvv_session.runner(rvv_target)
         except RuntimeNotProvided:
             runner = None  # compile only
+        failure: NodeTestFailure | None = None
         try:
             ran = run_node_test(rvv_session, rvv_node_test, rvv_target, runner, tmp_path, tolerance)
         except ValueError as exc:
-            pytest.skip(f"{rvv_node_test.name}: {exc}; iree-run-module takes tensors only")
-        except NodeTestFailure as failure:
+            reason = f"{rvv_node_test.name}: {exc}; iree-run-module takes tensors only"
+            ran = None
+        except NodeTestFailure as exc:
+            failure, ran, reason = exc, None, ""
+        # Decide outside the except blocks: a failure reads once, without chained tracebacks.
+        if ran is None and failure is None:
+            pytest.skip(reason)
+        if failure is not None:
             record_property(CONFORMANCE_PROPERTY, (rvv_target.name, rvv_node_test.name, failure.phase,
                                                    failure.first_line, True))
             if expected is not None and expected.phase == failure.phase:
                 pytest.xfail(f"expected {failure.phase} failure: {expected.reason}")
             listed = f" (listed as an expected {expected.phase} failure in {path})" if expected else ""
-            pytest.fail(f"new {failure.phase} failure{listed}: {failure.first_line}", pytrace=False)
-        record_property(CONFORMANCE_PROPERTY, (rvv_target.name, rvv_node_test.name, None, "", ran))
-        if expected is not None and (ran or expected.phase in ("import", "compile")):
-            pytest.fail(f"unexpectedly passes: remove {rvv_node_test.name} from [{expected.phase}] in {path} "
-                        "(or rerun with --update-baselines)", pytrace=False)
+            details = "".join(f"\n{line}" for line in failure.message.strip().splitlines()[1:12])
+            pytest.fail(f"new {failure.phase} failure{listed}: {failure.first_line}{details}", pytrace=False)
+        listed_pass = expected is not None and (ran or expected.phase in ("import", "compile"))
+        record_property(CONFORMANCE_PROPERTY, (rvv_target.name, rvv_node_test.name, None,
+                                               NEW_PASS if listed_pass else "", ran))
+        if listed_pass:
+            message = (f"{rvv_node_test.name} now passes on {rvv_target.name}: remove it from [{expected.phase}] "
+                       f"in {path} (or rerun with --update-baselines)")
+            if strict:
+                pytest.fail(f"unexpectedly passes (--rvv-strict-baselines): {message}", pytrace=False)
+            record_property(PERF_IMPROVED, message)
 
     return check
 

@@ -25,6 +25,11 @@ def recorded(snapshot: SnapshotAssertion) -> dict[str, Any] | None:
         return None
 
 
+def _counted(snapshot: dict[str, Any]) -> Any:
+    """What a snapshot records about the code: totals and per-dispatch counts."""
+    return snapshot.get("totals"), snapshot.get("dispatches")
+
+
 def check_vectorization(
     snapshot: SnapshotAssertion,
     current: dict[str, Any],
@@ -41,11 +46,12 @@ def check_vectorization(
       regressions are accepted; only a vector instruction on a scalar target still fails;
     - no snapshot yet: the test passes with a note (fails with ``--rvv-strict-baselines``);
     - otherwise the recorded snapshot stays as it is, accepted changes and improvements are
-      reported in the terminal summary, and a regression fails with a dispatch-level message.
+      reported in the terminal summary, and a regression fails with a dispatch-level message;
+      with ``strict`` any difference from the snapshot fails.
     """
     model = current["model"]
     previous = recorded(snapshot)
-    verdict = check_gate(previous, current, target, max_share_drop)
+    verdict = check_gate(previous, current, target, max_share_drop, work=kind == "executed")
     where = snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index)
     notes = []
     if snapshot.update_snapshots:
@@ -57,6 +63,9 @@ def check_vectorization(
     else:
         assert snapshot == previous  # the recorded snapshot stays in use (syrupy reports unused ones)
         failures = verdict.failures
+        if strict and not failures and _counted(previous) != _counted(current):
+            failures = [f"differs from the recorded snapshot (--rvv-strict-baselines): "
+                        f"{'; '.join(verdict.improvements + verdict.changes) or 'counts changed'}"]
     record_property(VECTORIZATION_PROPERTY, {
         "model": model, "target": target.name, "kind": kind,
         "vector": current["totals"]["vector"], "instructions": current["totals"]["instructions"],

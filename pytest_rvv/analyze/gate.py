@@ -5,7 +5,10 @@ Rules:
 (b) on a vector target, a dispatch that was vectorized in the recorded snapshot and now has no
     vector instruction fails, named with its counts before and after;
 (c) the model's vector share may not fall by more than ``max_share_drop`` percentage points;
-(d) gains (a dispatch newly vectorized, a higher share) are improvements, never failures.
+(d) a dispatch newly vectorized is an improvement, never a failure; a higher vector share is only
+    a change (share can rise while the work doubles);
+(e) executed snapshots (``work=True``): a dispatch that executes more instructions than recorded
+    is a regression of work, named with both counts; fewer is an improvement.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def _counts(d: dict[str, Any]) -> str:
 
 
 def check_gate(
-    previous: dict[str, Any] | None, current: dict[str, Any], target: Target, max_share_drop: float
+    previous: dict[str, Any] | None, current: dict[str, Any], target: Target, max_share_drop: float,
+    work: bool = False,
 ) -> GateResult:
     result = GateResult()
     totals = current["totals"]
@@ -73,6 +77,11 @@ def check_gate(
             )
         elif not old["vectorized"] and new["vectorized"]:
             result.improvements.append(f"{key}: now vectorized ({_counts(old)} -> {_counts(new)})")
+        if work and new is not None and new["instructions"] != old["instructions"]:
+            delta = new["instructions"] - old["instructions"]
+            line = (f"{key}: executes {old['instructions']} -> {new['instructions']} instructions "
+                    f"({delta:+d}, {delta / max(old['instructions'], 1) * 100:+.1f}%)")
+            (result.regressions if delta > 0 else result.improvements).append(line)
     for key in sorted(after.keys() - before.keys(), key=natural_order):
         result.changes.append(f"{key}: new dispatch ({_counts(after[key])})")
     old_share, new_share = previous["totals"]["vector_share_percent"], totals["vector_share_percent"]
@@ -82,7 +91,8 @@ def check_gate(
             f"({new_share - old_share:+.2f} points; allowed -{max_share_drop:g})"
         )
     elif new_share > old_share:
-        result.improvements.append(f"vector share rose from {old_share:.2f}% to {new_share:.2f}%")
+        result.changes.append(f"vector share rose from {old_share:.2f}% to {new_share:.2f}% (a diagnostic, not "
+                              "an improvement by itself)")
     if (previous["totals"]["instructions"], previous["totals"]["vector"]) != (totals["instructions"], totals["vector"]):
         result.changes.append(
             f"totals: {_counts(previous['totals'])} -> {_counts(totals)}"

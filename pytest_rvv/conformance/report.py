@@ -10,6 +10,7 @@ import pytest
 
 from pytest_rvv.conformance.check import PHASES, Expected, lists_path, load_lists, write_lists
 
+NEW_PASS = "new pass"  # message of a passing test that its list expects to fail
 CONFORMANCE_PROPERTY = "rvv_conformance"
 
 
@@ -32,7 +33,8 @@ class ConformanceTracker:
             target, test, phase, message, ran = value
             self.outcomes[target][test] = (phase, message, ran)
             if phase is None:
-                verdict = ("passed" if ran else "compiled only") if report.passed else "new pass (listed)"
+                listed = message == NEW_PASS or not report.passed
+                verdict = "new pass (listed)" if listed else ("passed" if ran else "compiled only")
             else:
                 verdict = f"expected {phase} failure" if hasattr(report, "wasxfail") else f"new {phase} failure"
             self.verdicts[target][verdict] += 1
@@ -66,3 +68,6 @@ class ConformanceTracker:
             terminalreporter.write_line(f"{target}: {total} tests: {parts}")
         for line in self.changes:
             terminalreporter.write_line(line)
+        if any(counts["new pass (listed)"] for counts in self.verdicts.values()):
+            terminalreporter.write_line("new passes are improvements: record them with --update-baselines "
+                                        "(--rvv-strict-baselines fails on them)")
