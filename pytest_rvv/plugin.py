@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_rvv import fixtures
+from pytest_rvv.compile.toolchain import find_toolchain
 from pytest_rvv.conformance.node_tests import node_tests, select
 from pytest_rvv.conformance.report import ConformanceTracker
 from pytest_rvv.errors import ConfigError, RvvError, ToolMissing
@@ -74,7 +75,9 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = _settings(config)
         expected = load_expected_failures(settings.expected_failures, settings.known_targets,
                                           sorted(settings.every_model_name))
-    except ConfigError as exc:
+        if settings.iree_build is not None:
+            find_toolchain(settings.iree_build)  # a build directory without iree-compile: one line, now
+    except (ConfigError, ToolMissing) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = RvvSession(settings, expected)
     if not config.pluginmanager.is_registered(fixtures):

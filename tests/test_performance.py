@@ -5,7 +5,8 @@ import shutil
 
 import pytest
 
-from pytest_rvv.perf.baseline import load_baseline, write_baselines
+from pytest_rvv.perf.baseline import load_baseline
+from pytest_rvv.perf.baseline import write_baselines as write_portable
 from pytest_rvv.perf.policy import DEFAULT_TOLERANCES, Row, compare, mann_whitney_greater, table, tolerances
 
 from .conftest import SUITES
@@ -26,17 +27,25 @@ def baselines(project):
 
 def test_workers_hand_results_to_the_controller_which_writes_each_baseline_once(project):
     performance_project(project)
-    result = project.run(*ARGS, "-n", "2", "--update-baselines")
+    result = project.run(*ARGS, "-n", "2", "--update-baselines", "--rvv-machine=box")
     result.assert_outcomes(passed=3)
     written = baselines(project)
-    assert sorted(written) == ["baselines/performance/aarch64/mlp.json", "baselines/performance/host/mlp.json",
-                               "baselines/performance/rv64gc/mlp.json"]
-    assert result.stdout.str().count("recorded  ") == 3
-    host, rv = written["baselines/performance/host/mlp.json"], written["baselines/performance/rv64gc/mlp.json"]
+    assert sorted(written) == [
+        "baselines/performance/aarch64/mlp.json", "baselines/performance/machines/box/aarch64/mlp.json",
+        "baselines/performance/machines/box/host/mlp.json", "baselines/performance/machines/box/rv64gc/mlp.json",
+        "baselines/performance/rv64gc/mlp.json"]  # host has no portable metric: its code follows the CPU
+    assert result.stdout.str().count("recorded  ") == 5
+    host = written["baselines/performance/machines/box/host/mlp.json"]
+    rv = written["baselines/performance/rv64gc/mlp.json"]
+    rv_times = written["baselines/performance/machines/box/rv64gc/mlp.json"]
     assert {"wall_s_min", "cpu_s_min", "peak_rss_kb", "iree_peak_bytes", "module_bytes"} <= set(host["metrics"])
-    assert "wall_s_min" not in rv["metrics"] and rv["metrics"]["static_vector"] == 0  # compile side only
-    assert "executed_dispatch_instructions" in written["baselines/performance/aarch64/mlp.json"]["metrics"]
-    assert host["toolchain"]["iree_compile"].startswith("IREE compiler version")
+    assert host["machine"]["name"] == "box" and host["machine"]["fingerprint"]["cores"]
+    assert {"executed_dispatch_instructions", "iree_peak_bytes", "module_bytes"} <= set(rv["metrics"])
+    assert rv["metrics"]["static_vector"] == 0 and "wall_s_min" not in rv["metrics"]  # portable only
+    assert {"wall_s_min", "cpu_s_min", "compile_s", "peak_rss_kb"} == set(rv_times["metrics"]) - {
+        "wall_s_median", "cpu_s_median"}
+    assert rv["toolchain"]["iree_compile"].startswith("IREE compiler version")
+    assert "/" not in rv["toolchain"]["runtime"]  # no machine's paths in a portable baseline
     result.stdout.fnmatch_lines(["| Model | Target | Time (min s) | Mem (peak RSS MB) | static vector instr "
                                  "| executed vector % | speedup vs rv64gc |"])
 
@@ -54,10 +63,79 @@ def test_an_edited_baseline_fails_the_right_test_with_a_table(project):
         "FAILED performance/test_performance.py::test_no_slower_or_bigger[[]mlp-aarch64[]]*",
     ])
     result.stdout.fnmatch_lines([
-        "performance regression: mlp on aarch64 (baseline */baselines/performance/aarch64/mlp.json)",
+        "performance regression: mlp on aarch64",
+        "portable metrics vs */baselines/performance/aarch64/mlp.json:",
         "metric * baseline * now * change * allowed  verdict",
         "module_bytes * +* exact  REGRESSED",
     ])
+
+
+def test_an_improvement_passes_and_is_listed_but_fails_when_strict(project):
+    performance_project(project)
+    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc")
+    project.run(*args, "--update-baselines").assert_outcomes(passed=1)
+    path = project.path / "baselines" / "performance" / "rv64gc" / "mlp.json"
+    data = json.loads(path.read_text())
+    data["metrics"]["executed_dispatch_instructions"] += 1000  # the code now executes fewer: better
+    path.write_text(json.dumps(data))
+    result = project.run(*args)
+    result.assert_outcomes(passed=1)
+    assert "REGRESSED" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*rvv improvements*",
+                                 "mlp on rv64gc: executed_dispatch_instructions -*% (record: pytest suites/performance "
+                                 "--update-baselines -k 'mlp-rv64gc')"])
+    strict = project.run(*args, "--rvv-strict-baselines")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["differs from its baseline (strict): mlp on rv64gc",
+                                 "*executed_dispatch_instructions * exact  improved"])
+
+
+def test_times_gate_only_against_a_baseline_from_this_machine(project):
+    performance_project(project)
+    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc")
+    project.run(*args, "--update-baselines", "--rvv-machine=fast-box").assert_outcomes(passed=1)
+    path = project.path / "baselines" / "performance" / "machines" / "fast-box" / "rv64gc" / "mlp.json"
+    data = json.loads(path.read_text())
+    for metric in ("wall_s_min", "cpu_s_min"):
+        data["metrics"][metric] /= 3  # another machine, three times faster
+        data["metrics"][metric] -= 0.06  # and beyond the 50 ms noise floor
+    data["samples"] = {k: [v / 3 - 0.06 for v in vs] for k, vs in data["samples"].items()}
+    path.write_text(json.dumps(data))
+    elsewhere = project.run(*args, "--rvv-machine=new-runner")
+    elsewhere.assert_outcomes(passed=1)
+    elsewhere.stdout.fnmatch_lines(["machine-bound metrics shown, not gated: no baseline from machine new-runner "
+                                    "(baselines exist for fast-box); record one here with pytest suites/performance "
+                                    "--update-baselines"])
+    here = project.run(*args, "--rvv-machine=fast-box")
+    here.assert_outcomes(failed=1)
+    here.stdout.fnmatch_lines(["performance regression: mlp on rv64gc", "machine-bound metrics vs *fast-box*",
+                               "*", "wall_s_min * REGRESSED*"])
+
+
+def test_host_code_is_gated_only_on_the_machine_that_compiled_it(project):
+    performance_project(project)
+    args = ("performance", "--rvv-models=mlp", "--rvv-targets=host")
+    project.run(*args, "--update-baselines").assert_outcomes(passed=1)  # the fingerprint's own name
+    [path] = (project.path / "baselines" / "performance" / "machines").glob("*/host/mlp.json")
+    data = json.loads(path.read_text())
+    data["metrics"]["dispatch_code_bytes"] -= 64  # as if another CPU's code were recorded here
+    path.write_text(json.dumps(data))
+    project.run(*args, "--rvv-machine=other-cpu").assert_outcomes(passed=1)
+    same = project.run(*args)
+    same.assert_outcomes(failed=1)
+    same.stdout.fnmatch_lines(["*dispatch_code_bytes * exact  REGRESSED"])
+
+
+def test_re_recording_on_a_second_machine_leaves_portable_baselines_byte_identical(project):
+    performance_project(project)
+    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc,aarch64")
+    project.run(*args, "--update-baselines", "--rvv-machine=first").assert_outcomes(passed=2)
+    portable = {p: p.read_bytes() for p in (project.path / "baselines" / "performance").glob("*/mlp.json")}
+    second = project.run(*args, "--update-baselines", "--rvv-machine=second")
+    second.assert_outcomes(passed=2)
+    assert {p: p.read_bytes() for p in portable} == portable
+    assert (project.path / "baselines" / "performance" / "machines" / "second" / "rv64gc" / "mlp.json").is_file()
+    second.stdout.fnmatch_lines(["unchanged */baselines/performance/rv64gc/mlp.json"])
 
 
 def test_missing_baseline_passes_unless_strict(project):
@@ -73,6 +151,10 @@ def test_missing_baseline_passes_unless_strict(project):
 def test_an_interrupted_update_leaves_the_old_baselines_intact(tmp_path, monkeypatch):
     record = {"model": "m", "target": "host", "toolchain": {"iree_compile": "x"}, "metrics": {"module_bytes": 1},
               "samples": {}}
+
+    def write_baselines(root, records):
+        return write_portable(root, records, {"name": "m1"}, lambda target, metric: "portable")
+
     write_baselines(tmp_path, [record])
     before = (tmp_path / "host" / "m.json").read_bytes()
 
@@ -117,7 +199,20 @@ def test_mann_whitney_detects_a_real_shift():
 def test_bad_tolerance_names_the_metric():
     with pytest.raises(Exception, match=r"\[tool.pytest_rvv.tolerances\] wall_time: unknown metric"):
         tolerances({"wall_time": 2}, under_xdist=False)
-    assert Row("x", 1, 2, 0.0, False).allowance() == "exact"
+    assert Row("x", 1, 2, 0.0, "REGRESSED").allowance() == "exact"
+
+
+def test_lower_is_better_for_every_gated_metric():
+    limits = {"wall_s_min": 1.3}
+    [exact] = compare({"metrics": {"dispatch_code_bytes": 172209}}, {"dispatch_code_bytes": 159249}, {}, limits)
+    assert exact.ok and exact.status == "improved" and "REGRESSED" not in table([exact])
+    [faster] = compare({"metrics": {"wall_s_min": 2.0}}, {"wall_s_min": 1.0}, {}, limits)
+    assert faster.ok and faster.status == "improved"
+    [noise] = compare({"metrics": {"wall_s_min": 1.0}}, {"wall_s_min": 0.9}, {}, limits)
+    assert noise.status == "ok"
+    [diagnostic] = compare({"metrics": {"static_vector": 10}}, {"static_vector": 5}, {}, {},
+                           frozenset({"static_vector"}))
+    assert diagnostic.ok and diagnostic.status == "changed"
 
 
 def test_tiny_slowdowns_below_the_noise_floor_pass_and_large_ones_fail():
