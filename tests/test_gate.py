@@ -47,7 +47,22 @@ def test_gains_are_improvements_not_failures():
     assert result.ok
     assert ("dispatch_0: now vectorized (0 vector of 100 instructions -> 30 vector of 90 instructions)"
             in result.improvements)
-    assert any(line.startswith("vector share rose from 5.00% to") for line in result.improvements)
+    assert not any("vector share" in line for line in result.improvements)  # share is a diagnostic
+    assert any(line.startswith("vector share rose from 5.00% to") for line in result.changes)
+
+
+def test_executed_work_per_dispatch_is_the_verdict_not_the_vector_share():
+    before = record(dispatch_0=(10, 100), dispatch_1=(50, 1000))
+    after = record(dispatch_0=(10, 100), dispatch_1=(1500, 1900))  # more vector, and 1.9x the work
+    result = check_gate(before, after, RVV, 5.0, work=True)
+    assert result.regressions == ["dispatch_1: executes 1000 -> 1900 instructions (+900, +90.0%)"]
+    assert not result.improvements
+    assert check_gate(before, after, RVV, 5.0).ok  # static code size alone is not work
+
+
+def test_a_dispatch_executing_less_is_an_improvement():
+    result = check_gate(record(dispatch_0=(10, 100)), record(dispatch_0=(10, 80)), RVV, 5.0, work=True)
+    assert result.ok and result.improvements == ["dispatch_0: executes 100 -> 80 instructions (-20, -20.0%)"]
 
 
 def test_new_and_vanished_dispatches_are_reported_as_changes():

@@ -52,12 +52,12 @@ def test_workers_hand_results_to_the_controller_which_writes_each_baseline_once(
 
 def test_an_edited_baseline_fails_the_right_test_with_a_table(project):
     performance_project(project)
-    project.run(*ARGS, "--update-baselines").assert_outcomes(passed=3)
+    project.run(*ARGS, "--update-baselines", "--rvv-machine=recorder").assert_outcomes(passed=3)
     path = project.path / "baselines" / "performance" / "aarch64" / "mlp.json"
     data = json.loads(path.read_text())
     data["metrics"]["module_bytes"] -= 100
     path.write_text(json.dumps(data))
-    result = project.run(*ARGS)
+    result = project.run(*ARGS, "--rvv-machine=elsewhere")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "FAILED performance/test_performance.py::test_no_slower_or_bigger[[]mlp-aarch64[]]*",
@@ -72,8 +72,9 @@ def test_an_edited_baseline_fails_the_right_test_with_a_table(project):
 
 def test_an_improvement_passes_and_is_listed_but_fails_when_strict(project):
     performance_project(project)
-    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc")
-    project.run(*args, "--update-baselines").assert_outcomes(passed=1)
+    # recorded as another machine: only the portable metrics are judged here, whatever the load
+    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc", "--rvv-machine=elsewhere")
+    project.run(*args[:-1], "--update-baselines", "--rvv-machine=recorder").assert_outcomes(passed=1)
     path = project.path / "baselines" / "performance" / "rv64gc" / "mlp.json"
     data = json.loads(path.read_text())
     data["metrics"]["executed_dispatch_instructions"] += 1000  # the code now executes fewer: better
@@ -219,3 +220,22 @@ def test_tiny_slowdowns_below_the_noise_floor_pass_and_large_ones_fail():
     limits = {"wall_s_min": 1.3}
     assert compare({"metrics": {"wall_s_min": 0.014}}, {"wall_s_min": 0.019}, {}, limits)[0].ok
     assert not compare({"metrics": {"wall_s_min": 1.0}}, {"wall_s_min": 1.5}, {}, limits)[0].ok
+
+
+def test_a_machine_name_is_a_folder_name_or_one_clear_line(project):
+    performance_project(project)
+    result = project.run("performance", "--rvv-models=mlp", "--rvv-targets=host", "--rvv-machine=../etc")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --rvv-machine '../etc': a machine name is 1-64 letters, digits, '.', '_' "
+                                 "or '-' (it names a folder under baselines/performance/machines/)"])
+
+
+def test_the_default_machine_name_follows_the_fingerprint():
+    from pytest_rvv.machine import derived_name, this_machine
+
+    here = this_machine(None, "qemu 10.0.2 plugins")
+    assert here.name == derived_name(here.fingerprint) and here.named_by == "fingerprint"
+    other_cpu = {**here.fingerprint, "cpu": "Other CPU 9000", "features": "avx512f"}
+    assert derived_name(other_cpu) != here.name
+    assert this_machine(None, "qemu 9.2.0").name != here.name  # another QEMU build: another machine
+    assert this_machine("ci-runner", "qemu 10.0.2").name == "ci-runner"
