@@ -163,8 +163,8 @@ def test_an_iree_build_without_iree_compile_is_one_line(project, tmp_path):
     result = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=host",
                          f"--rvv-iree-build={tmp_path / 'empty-build'}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --rvv-iree-build */empty-build: no iree-compile in tools/, bin/, install/bin/; "
-                                 "build the iree-compile target (or install) there first"])
+    result.stderr.fnmatch_lines(["ERROR: --rvv-iree-build */empty-build: no iree-compile in tools/, bin/, "
+                                 "install/bin/; build the iree-compile target (or install) there first"])
 
 
 def test_the_cross_toolchain_is_complete_on_a_set_up_machine():
