@@ -172,6 +172,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and excinfo is not None and isinstance(excinfo.value, RvvError):
         details = getattr(excinfo.value, "details", "") or getattr(excinfo.value, "log", "")
         report.longrepr = f"{type(excinfo.value).__name__}: {excinfo.value}" + (f"\n{details}" if details else "")
+    elif (report.failed and excinfo is not None and isinstance(excinfo.value, pytest.fail.Exception)
+          and not excinfo.value.pytrace):
+        report.longrepr = excinfo.value.msg  # one block: no chained "During handling of..." tracebacks
     return report
 
 

@@ -14,15 +14,33 @@ from pytest_rvv.analyze.gate import GateResult, check_gate
 from pytest_rvv.targets import Target
 
 VECTORIZATION_PROPERTY = "rvv_vectorization"
+BROKEN_PROPERTY = "rvv_broken_snapshot"
+
+
+class BrokenSnapshot(Exception):
+    """A snapshot file exists but does not parse as a pytest-rvv snapshot."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}; restore it from git (no update option rewrites it)")
+        self.path = path
 
 
 def recorded(snapshot: SnapshotAssertion) -> dict[str, Any] | None:
-    """The snapshot stored for this test, or None when there is none (or it is unreadable)."""
+    """The snapshot stored for this test, or None when there is none.
+
+    A file that does not parse raises BrokenSnapshot: it is never taken for a missing snapshot
+    (whose hint, --snapshot-update, would overwrite it).
+    """
     location = Path(snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index))
     try:
-        return json.loads(location.read_text())
-    except (OSError, ValueError):
+        data = json.loads(location.read_text())
+    except FileNotFoundError:
         return None
+    except (OSError, ValueError) as exc:
+        raise BrokenSnapshot(location, f"unreadable snapshot ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("totals"), dict) or "dispatches" not in data:
+        raise BrokenSnapshot(location, "not a pytest-rvv snapshot (no totals/dispatches)")
+    return data
 
 
 def _counted(snapshot: dict[str, Any]) -> Any:
@@ -50,7 +68,17 @@ def check_vectorization(
       with ``strict`` any difference from the snapshot fails.
     """
     model = current["model"]
-    previous = recorded(snapshot)
+    try:
+        previous = recorded(snapshot)
+    except BrokenSnapshot as exc:
+        broken: BrokenSnapshot | None = exc
+    else:
+        broken = None
+    if broken is not None:  # failed outside the except block: the failure reads once
+        # syrupy deletes the snapshots of tests that asserted nothing when updating: the
+        # controller puts this file back (summary.py), so a damaged file is never lost.
+        record_property(BROKEN_PROPERTY, (str(broken.path), broken.path.read_bytes().hex()))
+        pytest.fail(str(broken), pytrace=False)
     verdict = check_gate(previous, current, target, max_share_drop, work=kind == "executed")
     where = snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index)
     notes = []

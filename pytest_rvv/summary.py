@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from pytest_rvv.snapshots import VECTORIZATION_PROPERTY
+from pytest_rvv.snapshots import BROKEN_PROPERTY, VECTORIZATION_PROPERTY
+from pytest_rvv.store import atomic_write_bytes
 
 SHOWN_PER_CASE = 8
 
@@ -20,11 +21,21 @@ class VectorizationSummary:
         self.known_ids = known_ids  # "<model>-<target>" for every registered model and target
         self.results: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.snapshot_globs: set[tuple[Path, str]] = set()
+        self.broken: dict[Path, bytes] = {}  # damaged snapshot files, as they were
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Put back damaged snapshot files that syrupy's unused-snapshot cleanup removed."""
+        for path, data in self.broken.items():
+            if not path.exists() or path.read_bytes() != data:
+                atomic_write_bytes(path, data)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
         for name, value in report.user_properties:
+            if name == BROKEN_PROPERTY:
+                self.broken[Path(value[0])] = bytes.fromhex(value[1])
             if name == VECTORIZATION_PROPERTY:
                 self.results[(value["model"], value["target"], value.get("kind", "static"))] = value
                 module = self.rootpath / report.location[0]

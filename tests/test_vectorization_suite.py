@@ -63,8 +63,25 @@ def test_gaining_v_is_reported_as_an_improvement(project):
     (project.path / "pyproject.toml").write_text((project.path / "pyproject.toml").read_text().replace(NO_VECTOR, ""))
     result = project.run(*ARGS)
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*improvement: dispatch_*: now vectorized (0 vector of * -> * vector of *",
-                                 "*improvement: vector share rose from 0.00% to *"])
+    result.stdout.fnmatch_lines(["*improvement: dispatch_*: now vectorized (0 vector of * -> * vector of *"])
+    result.stdout.fnmatch_lines(["*change: vector share rose from 0.00% to *% (a diagnostic, not an improvement "
+                                 "by itself)"])
+    strict = project.run(*ARGS, "--rvv-strict-baselines")
+    strict.assert_outcomes(passed=1, failed=1)
+    strict.stdout.fnmatch_lines(["  differs from the recorded snapshot (--rvv-strict-baselines): dispatch_*"])
+
+
+def test_a_snapshot_that_does_not_parse_fails_naming_the_file_and_is_never_rewritten(project):
+    vectorization_project(project)
+    project.run(*ARGS, "--update-baselines").assert_outcomes(passed=2)
+    [path] = (project.path / "vectorization" / "__snapshots__").rglob("*mlp-rv64gc].json")
+    path.write_text('{"totals": {"vector": 0')
+    for extra in ((), ("--update-baselines",)):
+        result = project.run(*ARGS, *extra)
+        result.assert_outcomes(passed=1, failed=1)
+        result.stdout.fnmatch_lines(["*mlp-rv64gc].json: unreadable snapshot (*); restore it from git (no update "
+                                     "option rewrites it)"])
+    assert path.read_text() == '{"totals": {"vector": 0'
 
 
 def test_vector_code_on_a_scalar_target_fails_even_when_updating(project):
