@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_rvv import fixtures
+from pytest_rvv.compare.summary import AgreementSummary
 from pytest_rvv.compile.toolchain import find_toolchain
 from pytest_rvv.conformance.node_tests import node_tests, select
 from pytest_rvv.conformance.report import ConformanceTracker
@@ -89,6 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ExpectedFailureUpdater(settings.expected_failures, expected, CHECK_PROPERTY),
                                   "rvv-expected-failures")
     config.pluginmanager.register(ConformanceTracker(config, settings.root), "rvv-conformance")
+    config.pluginmanager.register(AgreementSummary(), "rvv-agreement")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

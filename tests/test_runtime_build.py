@@ -132,6 +132,8 @@ def test_setup_built_a_runtime_that_loads_the_compilers_modules_and_is_found_wit
     result = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([f"rvv: riscv64 runtime {built.executable}, built by pytest-rvv from IREE *"])
+    result.stdout.fnmatch_lines(["*rvv agreement with onnxruntime (max abs error)*",
+                                 "model  rv64gc * rv64gcv-zvl256b", "mlp    *e-* *e-*"])
 
 
 def fake_build_dir(tmp_path: Path) -> tuple[Path, Path]:

@@ -3,8 +3,10 @@
 import pytest
 
 from pytest_rvv.checks import check_agreement
+from pytest_rvv.compare.summary import AGREEMENT_PROPERTY
 
 
 @pytest.mark.rvv_check("agreement")
-def test_matches_onnxruntime(rvv_session, rvv_model, rvv_runner, tmp_path):
-    check_agreement(rvv_session, rvv_model, rvv_runner, tmp_path)
+def test_matches_onnxruntime(rvv_session, rvv_model, rvv_runner, tmp_path, record_property):
+    agreement = check_agreement(rvv_session, rvv_model, rvv_runner, tmp_path)
+    record_property(AGREEMENT_PROPERTY, (rvv_model.name, rvv_runner.target.name, agreement.max_abs))
