@@ -24,6 +24,9 @@ PERF_IMPROVED = "rvv_performance_improved"
 
 
 def _speedup(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: str) -> str:
+    """Emulated speedup over rv64gc, for riscv64 targets only (another ISA's emulation is not comparable)."""
+    if not target.startswith("rv64"):
+        return "-"
     base = rows.get((model, "rv64gc"), {}).get("metrics", {}).get("wall_s_min")
     now = rows.get((model, target), {}).get("metrics", {}).get("wall_s_min")
     return f"{base / now:.2f}x" if base and now else "-"
