@@ -6,6 +6,7 @@ import contextlib
 import os
 import shlex
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -58,6 +59,7 @@ def run_process(
     *,
     timeout_s: float | None,
     env: dict[str, str] | None = None,
+    cwd: os.PathLike[str] | str | None = None,
 ) -> ProcessResult:
     """Run ``argv`` in a new session; on timeout SIGKILL the whole process group.
 
@@ -67,14 +69,19 @@ def run_process(
     """
     args = tuple(str(a) for a in argv)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        actions = [
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
-            (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
-        ]
         start = time.perf_counter()
-        pid = os.posix_spawnp(args[0], args, os.environ if env is None else env,
-                              file_actions=actions, setsid=True)
+        if cwd is None:
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
+            ]
+            pid = os.posix_spawnp(args[0], args, os.environ if env is None else env,
+                                  file_actions=actions, setsid=True)
+        else:  # posix_spawn cannot change directory: fork/exec through subprocess, reaped by wait4 below
+            child = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                     start_new_session=True)
+            pid = child.pid
         fired = threading.Event()
 
         def kill_group() -> None:
@@ -92,6 +99,8 @@ def run_process(
                 timer.cancel()
         wall = time.perf_counter() - start
         returncode = os.waitstatus_to_exitcode(status)
+        if cwd is not None:
+            child.returncode = returncode  # reaped here: Popen must not wait for it again
         if fired.is_set():  # reap anything the child left behind in its group
             _kill_group(pid)
         return ProcessResult(

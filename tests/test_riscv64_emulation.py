@@ -68,5 +68,5 @@ def test_vector_code_on_the_scalar_target_is_reported_as_sigill(vlen_program, tm
         f"{runner.qemu.version_text} -cpu rv64,v=false: an instruction the emulated CPU lacks "
         "(vector code on a scalar target, or vlen too small?)"
     )
-    assert f"repro: {runner.qemu.path} -cpu rv64,v=false -L {SYSROOT} {vlen_program.executable} " \
-           "--device=local-sync" in failure.value.details
+    assert (f"repro: cd {tmp_path} && env -i {runner.qemu.path} -cpu rv64,v=false -R 0x200000000 -L {SYSROOT} "
+            "-0 iree-run-module iree-run-module --device=local-sync --module=module.vmfb") in failure.value.details

@@ -13,9 +13,10 @@ def _processes_mentioning(text: str) -> list[str]:
         if proc.name.isdigit() and int(proc.name) != os.getpid():
             try:
                 cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                cwd = os.readlink(proc / "cwd")  # emulated runs work inside their run folder
             except OSError:
                 continue
-            if text in cmdline and "pytest" not in cmdline:
+            if (text in cmdline or cwd.startswith(text)) and "pytest" not in cmdline:
                 found.append(cmdline)
     return found
 
@@ -28,8 +29,9 @@ def test_emulated_run_past_the_timeout_is_killed_with_a_repro_line(project):
     result.stdout.fnmatch_lines([
         "RunFailed: iree-run-module timed out after 0.5s running slow for aarch64 under qemu-aarch64 *"
         " -cpu max (raise --rvv-timeout if the model is just slow)",
-        "repro: */qemu-aarch64 -cpu max -L /usr/aarch64-linux-gnu */iree-run-module --device=local-sync "
-        "--module=*/module.vmfb --function=slow --input=@*/input_0.npy --output=@*/output_0.npy",
+        "repro: cd * && env -i */qemu-aarch64 -cpu max -R 0x200000000 -L /usr/aarch64-linux-gnu -0 iree-run-module "
+        "iree-run-module --device=local-sync --module=module.vmfb --function=slow --input=@input_0.npy "
+        "--output=@output_0.npy",
     ])
     assert _processes_mentioning(str(project.path)) == [], "the emulator outlived its timeout"
 

@@ -2,7 +2,7 @@
 
 - **portable**: no machine changes it for a cross target (compiled code, counts, sizes, IREE's own
   peak allocation). Kept in the committed baselines, gated on every machine.
-- **machine-bound**: the machine changes it (times, the emulator's RSS, and everything of the
+- **machine-bound**: the machine changes it (wall, CPU and compile times, and everything of the
   ``host`` target, which compiles with ``-cpu=host``). Gated only against a baseline taken on the
   same machine (``baselines/performance/machines/<machine>/``); elsewhere shown as information.
 - **diagnostic**: shown, never a verdict by itself (vector instruction counts: vector share can rise
@@ -40,9 +40,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("module_bytes", PORTABLE, "B", "size of the .vmfb"),
     Metric("dispatch_code_bytes", PORTABLE, "B", ".text of the dispatch libraries"),
     Metric("iree_peak_bytes", PORTABLE, "B", "IREE's peak allocation (HOST_LOCAL + DEVICE_LOCAL)"),
-    # Peak RSS of the emulator includes QEMU's translation buffers and host libc: it moves with the
-    # QEMU build, the host kernel and its page size, so it is only compared on the same machine.
-    Metric("peak_rss_kb", MACHINE_BOUND, "KiB", "peak RSS of the run (the emulator's under QEMU)"),
+    # Peak RSS of the emulator, measured on two machines (another x86 CPU, same Debian 12 and QEMU
+    # 10.0.2 build recipe): the 26 aarch64/host runs moved by -0.1 % ... +0.7 %, far inside its x1.25
+    # allowance, while times moved 0.47x ... 1.46x. So it gates everywhere, with that ratio (the
+    # QEMU version is part of the baseline's toolchain identity).
+    Metric("peak_rss_kb", PORTABLE, "KiB", "peak RSS of the run (the emulator's under QEMU)"),
     Metric("wall_s_min", MACHINE_BOUND, "s", "fastest wall time of N runs", work=True),
     Metric("cpu_s_min", MACHINE_BOUND, "s", "fastest CPU time of N runs", work=True),
     Metric("wall_s_median", MACHINE_BOUND, "s", "median wall time (shown, not gated)"),

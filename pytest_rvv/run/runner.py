@@ -26,6 +26,14 @@ _SIGNAL_HINTS = {
 }
 
 
+# The names the guest sees, relative to the run's folder (the same on every machine).
+GUEST_PROGRAM = "iree-run-module"
+GUEST_MODULE = "module.vmfb"
+# QEMU -R: the guest's address space is reserved up front and QEMU places every guest mapping in
+# it itself, so guest addresses do not follow the host's ASLR or kernel (executed counts in
+# dispatch code depend on buffer addresses: measured +-20 instructions per run without it).
+GUEST_ADDRESS_SPACE = "0x200000000"  # 8 GiB
+
 _IREE_STATUS = re.compile(
     r"\b(?:OUT_OF_RANGE|INVALID_ARGUMENT|UNIMPLEMENTED|INTERNAL|NOT_FOUND|FAILED_PRECONDITION|RESOURCE_EXHAUSTED|"
     r"ABORTED|UNAVAILABLE|UNKNOWN|PERMISSION_DENIED|DATA_LOSS|DEADLINE_EXCEEDED|ALREADY_EXISTS|CANCELLED); .*"
@@ -62,7 +70,7 @@ class Runner:
         """The emulator part of the command line (empty on the host); ``qemu_args`` e.g. a -plugin."""
         if self.qemu is None:
             return []
-        argv = [str(self.qemu.path), "-cpu", self.target.emulator_cpu]
+        argv = [str(self.qemu.path), "-cpu", self.target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE]
         if self.runtime.sysroot is not None:
             argv += ["-L", str(self.runtime.sysroot)]
         return argv + list(qemu_args)
@@ -70,8 +78,12 @@ class Runner:
     def command(self, module: Path, function: str, inputs: list[Path], outputs: list[Path],
                 extra: tuple[str, ...] = (), qemu_args: tuple[str, ...] = (),
                 launcher: tuple[str, ...] = ()) -> list[str]:
-        argv = [*launcher, *self.prefix(qemu_args), str(self.runtime.executable), "--device=local-sync",
-                f"--module={module}", f"--function={function}"]
+        """The command line; under QEMU every guest path is relative to the run's folder (see run())."""
+        if self.qemu is None:
+            argv = [*launcher, str(self.runtime.executable)]
+        else:
+            argv = [*launcher, *self.prefix(qemu_args), "-0", GUEST_PROGRAM, GUEST_PROGRAM]
+        argv += ["--device=local-sync", f"--module={module}", f"--function={function}"]
         argv += [f"--input=@{p}" for p in inputs]
         argv += [f"--output=@{p}" for p in outputs]
         return argv + list(extra)
@@ -83,6 +95,12 @@ class Runner:
 
         ``qemu_args`` go to the emulator (e.g. a -plugin), ``launcher`` before everything (e.g. the
         RSS probe), ``runtime_args`` to iree-run-module (e.g. --print_statistics).
+
+        Under QEMU the guest sees the same memory on every machine: an empty environment, argv
+        and exec paths relative to ``workdir`` (the module and the runtime are linked there), and
+        addresses from QEMU's own reserved range (``-R``). Dispatch code's executed instructions
+        depend on stack and buffer addresses, so this keeps executed counts exact across runs,
+        machines and cache locations.
         """
         if artifact.target != self.target:
             raise ConfigError(
@@ -96,10 +114,19 @@ class Runner:
             np.save(path, array)
         for path in out_paths:
             path.unlink(missing_ok=True)
-        argv = self.command(artifact.path, artifact.function, in_paths, out_paths, extra=runtime_args,
-                            qemu_args=qemu_args, launcher=launcher)
-        result = run_process(argv, timeout_s=timeout_s)
-        repro = shlex.join(argv)
+        if self.qemu is None:
+            argv = self.command(artifact.path, artifact.function, in_paths, out_paths, extra=runtime_args,
+                                launcher=launcher)
+            result = run_process(argv, timeout_s=timeout_s)
+            repro = shlex.join(argv)
+        else:
+            _link(workdir / GUEST_MODULE, artifact.path)
+            _link(workdir / GUEST_PROGRAM, self.runtime.executable)
+            argv = self.command(Path(GUEST_MODULE), artifact.function, [Path(p.name) for p in in_paths],
+                                [Path(p.name) for p in out_paths], extra=runtime_args, qemu_args=qemu_args,
+                                launcher=launcher)
+            result = run_process(argv, timeout_s=timeout_s, env={}, cwd=workdir)
+            repro = f"cd {shlex.quote(str(workdir))} && env -i {shlex.join(argv)}"
         what = f"{artifact.model} for {self.target.name} {self.where}"
         if not result.ok:
             raise RunFailed(
@@ -111,6 +138,14 @@ class Runner:
             raise RunFailed(f"iree-run-module wrote no {', '.join(missing)} running {what}",
                             details=_details(result, repro))
         return RunOutcome([np.load(p) for p in out_paths], result, repro)
+
+
+def _link(link: Path, target: Path) -> None:
+    """``link`` -> ``target`` (the guest opens ``link`` by its relative name)."""
+    if link.resolve() == target.resolve():
+        return
+    link.unlink(missing_ok=True)
+    link.symlink_to(target.resolve())
 
 
 def _hint(result: ProcessResult) -> str:
