@@ -51,7 +51,9 @@ def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Tar
         return check_vectorization(rvv_snapshot, analysis.snapshot(), rvv_target,
                                    max_share_drop=rvv_session.settings.max_vector_share_drop,
                                    strict=request.config.getoption("rvv_strict_baselines"),
-                                   record_property=record_property)
+                                   record_property=record_property,
+                                   toolchain=rvv_session.toolchain.compiler_version,
+                                   added_work=rvv_session.settings.added_work_percent)
 
     return check
 
@@ -84,7 +86,9 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
         return check_vectorization(rvv_snapshot, current, rvv_target,
                                    max_share_drop=rvv_session.settings.max_vector_share_drop,
                                    strict=request.config.getoption("rvv_strict_baselines"),
-                                   record_property=record_property, kind="executed")
+                                   record_property=record_property, kind="executed",
+                                   toolchain=rvv_session.toolchain.compiler_version,
+                                   added_work=rvv_session.settings.added_work_percent)
 
     return check
 
@@ -115,7 +119,8 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
-        verdict = judge(refs, result, rvv_target, limits, rvv_session.machine)
+        verdict = judge(refs, result, rvv_target, limits, rvv_session.machine, strict=strict,
+                        added_work=settings.added_work_percent)
         for line in verdict.notes:
             record_property(PERF_NOTE, line)
         for line in verdict.improvements:

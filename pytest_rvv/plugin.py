@@ -21,7 +21,7 @@ from pytest_rvv.errors import ConfigError, RvvError, ToolMissing
 from pytest_rvv.expectations import ExpectedFailureUpdater, load_expected_failures, phase_of
 from pytest_rvv.fixtures import PERF_BASELINES, SESSION_KEY
 from pytest_rvv.model.model import Model
-from pytest_rvv.perf.reference import MACHINES
+from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
 from pytest_rvv.perf.report import PerformanceCollector
 from pytest_rvv.run.runtime_build import same_commit
 from pytest_rvv.session import RvvSession
@@ -104,6 +104,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     except ToolMissing as exc:
         return [*lines, f"rvv: {exc}"]
     lines.append(f"rvv: {toolchain.compiler_version} ({toolchain.origin}); cache {settings.cache_dir}")
+    recorded = recorded_toolchains(settings.root / PERF_BASELINES) - {toolchain.compiler_version}
+    if recorded:
+        lines.append(f"rvv: upgrade review: baselines recorded with {'; '.join(sorted(recorded))}; now "
+                     f"{toolchain.compiler_version}: a test fails only for executed work added beyond "
+                     f"+{settings.added_work_percent:g}% (--rvv-added-work), sizes and churn are listed "
+                     "(--rvv-strict-baselines: exact)")
     if any(t.arch == "riscv64" for t in settings.targets):
         lines.append(f"rvv: riscv64 runtime {_riscv64_runtime_line(session)}")
     machine = session.machine

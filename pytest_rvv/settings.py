@@ -76,6 +76,9 @@ OPTIONS: tuple[Option, ...] = (
            "script's build, then PATH)", env="PYTEST_RVV_QEMU_DIR", metavar="DIR"),
     Option("max-vector-share-drop", "percentage points a model's static vector share may fall below its "
            f"snapshot before the vectorization gate fails (default: {DEFAULT_MAX_SHARE_DROP:g})", metavar="POINTS"),
+    Option("added-work", "after a toolchain upgrade, a dispatch or model fails only when it executes more than this "
+           "many percent more instructions than its baseline (default: 5; unchanged toolchain: exact)",
+           metavar="PERCENT"),
     Option("perf-repeat", "emulated runs per performance measurement (default: 3; 5+ enables the "
            "statistical test on time)", metavar="N"),
     Option("ops", "ONNX node tests to run: comma-separated names or globs (conv*, test_add), or all "
@@ -129,6 +132,7 @@ class Settings:
     expected_failures: Path
     iree_build: Path | None = None
     machine: str | None = None
+    added_work_percent: float = 5.0
     machine_origin: str = "--rvv-machine"
     max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
     perf_repeat: int = 3
@@ -209,6 +213,7 @@ class Settings:
             qemu_dir=path("qemu-dir"),
             expected_failures=path("expected-failures") or root / "baselines" / "expected-failures.toml",
             iree_build=path("iree-build"),
+            added_work_percent=_number(value("added-work"), 5.0, "--rvv-added-work", "a percentage"),
             machine=check_name(str(value("machine")), "--rvv-machine") if value("machine") else None,
             machine_origin=_machine_origin(lookup),
             max_vector_share_drop=share_drop,

@@ -57,6 +57,8 @@ def check_vectorization(
     strict: bool,
     record_property: Any,
     kind: str = "static",
+    toolchain: str = "",
+    added_work: float = 5.0,
 ) -> GateResult:
     """Apply the gate against the recorded snapshot, then keep (or, when updating, rewrite) it.
 
@@ -79,7 +81,11 @@ def check_vectorization(
         # controller puts this file back (summary.py), so a damaged file is never lost.
         record_property(BROKEN_PROPERTY, (str(broken.path), broken.path.read_bytes().hex()))
         pytest.fail(str(broken), pytrace=False)
-    verdict = check_gate(previous, current, target, max_share_drop, work=kind == "executed")
+    current = {**current, "iree_compile": toolchain} if toolchain else current
+    recorded_with = (previous or {}).get("iree_compile")
+    upgrade = bool(recorded_with and toolchain and recorded_with != toolchain)
+    verdict = check_gate(previous, current, target, max_share_drop, work=kind == "executed",
+                         added_work=added_work if upgrade and not strict else None)
     where = snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index)
     notes = []
     if snapshot.update_snapshots:
@@ -90,6 +96,8 @@ def check_vectorization(
         failures = verdict.failures + ([notes[0]] if strict else [])
     else:
         assert snapshot == previous  # the recorded snapshot stays in use (syrupy reports unused ones)
+        if upgrade and not verdict.failures:
+            notes.append(f"recorded with {recorded_with}; now {toolchain}: review, then --update-baselines")
         failures = verdict.failures
         if strict and not failures and _counted(previous) != _counted(current):
             failures = [f"differs from the recorded snapshot (--rvv-strict-baselines): "
@@ -99,6 +107,7 @@ def check_vectorization(
         "vector": current["totals"]["vector"], "instructions": current["totals"]["instructions"],
         "not_vectorized": current.get("not_vectorized", []) if target.has_vector else [],
         "improvements": verdict.improvements, "changes": verdict.changes + notes,
+        "upgrade": [recorded_with, toolchain] if upgrade else None, "work": verdict.work, "churn": verdict.churn,
     })
     if failures:
         pytest.fail(

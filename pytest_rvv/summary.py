@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from pytest_rvv.analyze.gate import SMALL_DISPATCH_SHARE
 from pytest_rvv.snapshots import BROKEN_PROPERTY, VECTORIZATION_PROPERTY
 from pytest_rvv.store import atomic_write_bytes
 
 SHOWN_PER_CASE = 8
+REVIEW_SHOWN = 15
 
 
 class VectorizationSummary:
@@ -74,9 +76,46 @@ class VectorizationSummary:
             out.append(f"unused snapshot (its model or target is not registered): {path}")
         return out
 
+    def review_lines(self) -> list[str]:
+        """An upgrade review: executed work per dispatch ranked by what it adds, sizes, then churn in one line."""
+        upgraded = {k: r for k, r in self.results.items() if r.get("upgrade")}
+        if not upgraded:
+            return []
+        toolchains = sorted({tuple(r["upgrade"]) for r in upgraded.values()})
+        out = [f"recorded with {before}; now {now}" for before, now in toolchains]
+        moves = sorted(((after - before, before, after, model, target, dispatch)
+                        for (model, target, kind), r in upgraded.items() if kind == "executed"
+                        for dispatch, before, after in r.get("work", [])), reverse=True)
+        added = [m for m in moves if m[0] > 0]
+        removed = [m for m in reversed(moves) if m[0] < 0]
+        for title, chosen in (("work added (instructions executed per dispatch, most added first)", added),
+                              ("work removed", removed)):
+            if chosen:
+                out.append(f"{title}:")
+                out += [f"  {model} @ {target} {dispatch}: {before} -> {after} ({delta:+d}, "
+                        f"{delta / max(before, 1) * 100:+.1f}%)"
+                        for delta, before, after, model, target, dispatch in chosen[:REVIEW_SHOWN]]
+                if len(chosen) > REVIEW_SHOWN:
+                    out.append(f"  ... and {len(chosen) - REVIEW_SHOWN} more")
+        sizes = [(model, target, r) for (model, target, kind), r in sorted(upgraded.items()) if kind == "static"
+                 and any(line.startswith("totals:") for line in r["changes"])]
+        if sizes:
+            out.append("code size (static instructions per model):")
+            out += [f"  {model} @ {target} {line[len('totals: '):]}" for model, target, r in sizes
+                    for line in r["changes"] if line.startswith("totals:")]
+        churn = sum(r.get("churn", 0) for r in upgraded.values())
+        out.append(f"churn: {churn} dispatch moves within the --rvv-added-work threshold (or under "
+                   f"{SMALL_DISPATCH_SHARE:.1%} of their model's work); vector share is shown above as a diagnostic")
+        return out
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         lines = self.lines()
         if lines:
             terminalreporter.section("rvv vectorization", sep="-")
             for line in lines:
+                terminalreporter.write_line(line)
+        review = self.review_lines()
+        if review:
+            terminalreporter.section("rvv upgrade review", sep="-")
+            for line in review:
                 terminalreporter.write_line(line)

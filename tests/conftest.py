@@ -104,3 +104,14 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RvvPr
     monkeypatch.setenv("PYTEST_RVV_TOOLS_DIR", str(USER_TOOLS))
     monkeypatch.delenv("PYTEST_RVV_RUNTIME_RISCV64", raising=False)
     return RvvProject(pytester)
+
+
+@pytest.fixture
+def without_riscv64_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A tools folder with the setup's QEMU but no riscv64 runtime (a machine where setup built none)."""
+    tools = tmp_path / "tools-without-runtime"
+    tools.mkdir()
+    for qemu in USER_TOOLS.glob("qemu-*"):
+        (tools / qemu.name).symlink_to(qemu)
+    monkeypatch.setenv("PYTEST_RVV_TOOLS_DIR", str(tools))
+    return tools

@@ -41,9 +41,20 @@ def test_new_failures_fail_with_their_phase_and_update_lists_them(project):
     again.stdout.fnmatch_lines(["host: 2 tests: 1 passed, 1 expected compile failure"])
 
 
+def test_a_listed_test_that_now_passes_is_an_improvement_unless_strict(project):
+    conformance_project(project)
+    (project.path / "baselines" / "conformance").mkdir(parents=True)
+    (project.path / "baselines" / "conformance" / "host.toml").write_text('[mismatch]\ntest_abs = "was wrong"\n')
+    result = project.run(*ARGS)
+    result.assert_outcomes(passed=1, failed=1)  # test_slice is a new compile failure (not listed)
+    result.stdout.fnmatch_lines(["host: 2 tests: * 1 new pass (listed)*",
+                                 "new passes are improvements: record them with --update-baselines*"])
+    strict = project.run(*ARGS, "--rvv-strict-baselines")
+    strict.stdout.fnmatch_lines(["unexpectedly passes (--rvv-strict-baselines): test_abs now passes on host: remove "
+                                 "it from [[]mismatch[]] in */host.toml (or rerun with --update-baselines)"])
+
+
 @pytest.mark.parametrize(("listing", "message"), [
-    ('[mismatch]\ntest_abs = "was wrong"\n',
-     "unexpectedly passes: remove test_abs from [[]mismatch[]] in */host.toml (or rerun with --update-baselines)"),
     ('[run]\ntest_slice = "crashed once"\n',
      "new compile failure (listed as an expected run failure in */host.toml): iree-compile rejected*"),
 ])
@@ -55,7 +66,7 @@ def test_expected_failures_are_strict_and_kept_apart_by_phase(project, listing, 
     result.stdout.fnmatch_lines([message])
 
 
-def test_riscv64_without_runtime_compiles_only(project):
+def test_riscv64_without_runtime_compiles_only(project, without_riscv64_runtime):
     conformance_project(project)
     result = project.run("conformance", "--rvv-ops=test_abs", "--rvv-targets=rv64gcv-zvl256b")
     result.assert_outcomes(passed=1)

@@ -238,3 +238,35 @@ def test_the_default_machine_name_follows_the_fingerprint():
     assert derived_name(other_cpu) != here.name
     assert this_machine(None, "qemu 9.2.0").name != here.name  # another QEMU build: another machine
     assert this_machine("ci-runner", "qemu 10.0.2").name == "ci-runner"
+
+
+def test_after_an_upgrade_sizes_and_small_moves_pass_and_added_work_fails(project):
+    performance_project(project)
+    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc", "--rvv-machine=elsewhere")
+    project.run(*args[:-1], "--update-baselines", "--rvv-machine=recorder").assert_outcomes(passed=1)
+    path = project.path / "baselines" / "performance" / "rv64gc" / "mlp.json"
+    recorded = json.loads(path.read_text())
+
+    def recorded_with_old_compiler(work_growth: float) -> None:
+        data = json.loads(json.dumps(recorded))
+        data["toolchain"]["iree_compile"] = "IREE compiler version 3.12.0rc20260917 @ 2b05c5db"
+        data["metrics"]["module_bytes"] -= 64  # the new compiler's module is 64 bytes bigger
+        data["metrics"]["executed_dispatch_instructions"] = round(
+            recorded["metrics"]["executed_dispatch_instructions"] / work_growth)
+        path.write_text(json.dumps(data))
+
+    recorded_with_old_compiler(1.02)
+    review = project.run(*args)
+    review.assert_outcomes(passed=1)
+    review.stdout.fnmatch_lines(["rvv: upgrade review: baselines recorded with IREE compiler version 3.12.0rc20260917 "
+                                 "@ 2b05c5db; now IREE compiler version 3.13*"])
+    assert project.run(*args, "--rvv-strict-baselines").ret == 1
+    recorded_with_old_compiler(1.5)
+    worse = project.run(*args)
+    worse.assert_outcomes(failed=1)
+    worse.stdout.fnmatch_lines([
+        "performance regression: mlp on rv64gc",
+        "upgrade review: baseline recorded with IREE compiler version 3.12.0rc20260917 @ 2b05c5db; now *",
+        "*",
+        "executed_dispatch_instructions * +50.0%    exact  REGRESSED upgrade: fails above +5%",
+        "module_bytes * changed upgrade"])

@@ -8,11 +8,12 @@ from pytest_rvv.wheels import fetch_from_wheel
 
 from .conftest import USER_CACHE
 
-RISCV64_SKIP = ("no riscv64 IREE runtime: pass --rvv-runtime-riscv64=PATH (or set PYTEST_RVV_RUNTIME_RISCV64) "
-                "to an iree-run-module built for riscv64-linux-gnu")
+RISCV64_SKIP = ("no riscv64 IREE runtime: build one with `bash scripts/setup.sh runtime` (from IREE's source: a git "
+                "clone at the compiler's commit, or PYTEST_RVV_IREE_SRC=DIR|TARBALL), or pass "
+                "--rvv-runtime-riscv64=PATH")
 
 
-def test_riscv64_compiles_and_execution_skips_with_one_line_reason(project):
+def test_riscv64_compiles_and_execution_skips_with_one_line_reason(project, without_riscv64_runtime):
     project.write()
     result = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=rv64gcv-zvl256b,host")
     result.assert_outcomes(passed=3, skipped=1)

@@ -1,5 +1,6 @@
 """The vectorization suite end to end: snapshots recorded, kept, gated and reported."""
 
+import json
 import shutil
 
 from .conftest import SUITES
@@ -118,3 +119,43 @@ def test_executed_snapshots_are_identical_with_and_without_xdist(project):
     result = project.run(*args)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["mlp @ aarch64: */* instructions executed in dispatches vector (*%)"])
+
+
+OLD_COMPILER = "IREE compiler version 3.12.0rc20260917 @ 2b05c5db0000000000000000000000000000000"
+
+
+def test_after_an_upgrade_only_work_added_beyond_the_threshold_fails_and_is_ranked(project):
+    vectorization_project(project)
+    args = ("vectorization/test_executed_vectorization.py", "--rvv-models=mlp", "--rvv-targets=rv64gcv-zvl256b")
+    project.run(*args, "--update-baselines").assert_outcomes(passed=1)
+    [path] = (project.path / "vectorization" / "__snapshots__" / "test_executed_vectorization").glob("*.json")
+    recorded = json.loads(path.read_text())
+    assert recorded["iree_compile"].startswith("IREE compiler version 3.13")
+    name, biggest = max(recorded["dispatches"].items(), key=lambda kv: kv[1]["instructions"])
+
+    def recorded_with_old_compiler(growth: float) -> None:
+        data = json.loads(json.dumps(recorded))
+        data["iree_compile"] = OLD_COMPILER
+        data["dispatches"][name]["instructions"] = round(biggest["instructions"] / growth)
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")  # as syrupy writes it
+
+    recorded_with_old_compiler(1.03)  # the new compiler's code executes 3 % more: churn
+    churn = project.run(*args)
+    churn.assert_outcomes(passed=1)
+    churn.stdout.fnmatch_lines(["*rvv upgrade review*",
+                                f"recorded with {OLD_COMPILER}; now IREE compiler version 3.13*",
+                                "work added (instructions executed per dispatch, most added first):",
+                                f"  mlp @ rv64gcv-zvl256b {name}: * -> {biggest['instructions']} (+*, +3.0%)",
+                                "churn: 1 dispatch moves within the --rvv-added-work threshold*"])
+    assert project.run(*args, "--rvv-strict-baselines").ret == 1  # exactness for teams that want it
+
+    recorded_with_old_compiler(1.2)  # 20 % more work: a regression of work, named by its dispatch
+    worse = project.run(*args)
+    worse.assert_outcomes(failed=1)
+    worse.stdout.fnmatch_lines([f"  {name}: executes * -> {biggest['instructions']} instructions (+*, +20.0%)"])
+    project.run(*args, "--rvv-added-work=25").assert_outcomes(passed=1)
+
+    recorded_with_old_compiler(0.8)  # less work: an improvement, whatever the vector share does
+    better = project.run(*args)
+    better.assert_outcomes(passed=1)
+    better.stdout.fnmatch_lines(["    improvement: *executes * -> * instructions (-*, -20.0%)", "work removed:"])

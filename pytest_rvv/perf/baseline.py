@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +44,27 @@ def _write(path: Path, data: dict[str, Any], compare_keys: tuple[str, ...]) -> s
     return f"updated   {path}: {', '.join(changed) or 'toolchain'}"
 
 
+def _steady(old: dict[str, Any] | None, new: dict[str, float], ratios: Mapping[str, float]) -> dict[str, float]:
+    """``new`` with the old value kept for each ratio-gated metric that stayed within its ratio
+    (noise is not a change: re-recording elsewhere leaves the file byte-identical)."""
+    before = (old or {}).get("metrics", {})
+    kept = dict(new)
+    for metric, ratio in ratios.items():
+        noisy = metric in kept and metric in before and before[metric] and 1 < ratio < float("inf")
+        if noisy and before[metric] / ratio <= kept[metric] <= before[metric] * ratio:
+            kept[metric] = before[metric]
+    return kept
+
+
 def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str, Any],
-                    kinds: Callable[[str, str], str]) -> list[str]:
+                    kinds: Callable[[str, str], str], ratios: Mapping[str, float] | None = None) -> list[str]:
     """Write each record's portable metrics to ``<target>/<model>.json`` and its machine-bound ones to
     ``machines/<machine>/<target>/<model>.json``, atomically (old or new, never half-written).
 
-    ``kinds(target, metric)`` says which is which. A portable file whose metrics and toolchain are
-    unchanged is left byte-identical, whichever machine re-records it. Returns one line per file.
+    ``kinds(target, metric)`` says which is which; ``ratios`` are the ratio allowances of noisy
+    portable metrics (peak RSS). A portable file whose metrics and toolchain are unchanged (ratio
+    metrics within their allowance) is left byte-identical, whichever machine re-records it.
+    Returns one line per file.
     """
     summary = []
     for record in sorted(records, key=lambda r: (r["target"], r["model"])):
@@ -58,9 +72,11 @@ def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str
         portable = {k: v for k, v in record["metrics"].items() if kinds(target, k) != "machine-bound"}
         bound = {k: v for k, v in record["metrics"].items() if kinds(target, k) == "machine-bound"}
         if portable:
-            data = {"model": model, "target": target, "toolchain": toolchain, "metrics": portable,
-                    "recorded_on": machine["name"]}
-            summary.append(_write(baseline_path(root, target, model), data, ("metrics", "toolchain")))
+            path = baseline_path(root, target, model)
+            old = load_baseline(path) if path.exists() else None
+            data = {"model": model, "target": target, "toolchain": toolchain,
+                    "metrics": _steady(old, portable, ratios or {}), "recorded_on": machine["name"]}
+            summary.append(_write(path, data, ("metrics", "toolchain")))
         if bound:
             data = {"model": model, "target": target, "toolchain": toolchain, "metrics": bound,
                     "samples": record["samples"], "machine": machine}

@@ -9,6 +9,7 @@ from and how to record one here.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,3 +55,16 @@ def references(root: Path, machine: Machine, target: str, model: str) -> Referen
     others = tuple(sorted(p.parent.parent.name for p in (root / MACHINES).glob(f"*/{target}/{model}.json")
                           if p.parent.parent.name != machine.name))
     return References(load_baseline(portable_path), portable_path, load_baseline(machine_path), machine_path, others)
+
+
+def recorded_toolchains(root: Path) -> set[str]:
+    """The compiler version lines the committed portable baselines were recorded with."""
+    found = set()
+    for path in root.glob("*/*.json"):
+        try:
+            line = json.loads(path.read_text()).get("toolchain", {}).get("iree_compile")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if line:
+            found.add(line)
+    return found

@@ -8,12 +8,12 @@ shown as changes. The fixture only fails or passes on what this returns; reports
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pytest_rvv.machine import Machine
 from pytest_rvv.perf.measure import PerfResult
-from pytest_rvv.perf.metrics import DIAGNOSTIC, MACHINE_BOUND, kind_of
-from pytest_rvv.perf.policy import IMPROVED, REGRESSED, Row, compare, table
+from pytest_rvv.perf.metrics import DIAGNOSTIC, MACHINE_BOUND, METRICS, kind_of
+from pytest_rvv.perf.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, Row, compare, table
 from pytest_rvv.perf.reference import RECORD_HINT, References
 from pytest_rvv.targets import Target
 
@@ -30,6 +30,7 @@ class PerfVerdict:
     has_portable: bool = False  # this target has portable metrics at all (host has none)
     portable_path: str = ""
     machine_path: str = ""
+    upgrade: tuple[str, str] | None = None  # (recorded with, now) when the toolchain changed
 
     @property
     def rows(self) -> list[Row]:
@@ -52,7 +53,8 @@ class PerfVerdict:
         return [f"{self.model} on {self.target}: {listed} (record: {RECORD_HINT} -k '{self.model}-{self.target}')"]
 
     def render(self) -> str:
-        parts = []
+        parts = [f"upgrade review: baseline recorded with {self.upgrade[0]}; now {self.upgrade[1]}"] \
+            if self.upgrade else []
         if self.portable:
             parts.append(f"portable metrics vs {self.portable_path}:\n{table(self.portable)}")
         if self.machine_bound:
@@ -60,9 +62,40 @@ class PerfVerdict:
         return "\n".join(parts + self.notes)
 
 
+def recorded_toolchain(baseline: dict | None) -> str | None:
+    """The compiler version line a baseline was recorded with."""
+    return ((baseline or {}).get("toolchain") or {}).get("iree_compile")
+
+
+def _upgrade_review(rows: list[Row], added_work: float) -> list[Row]:
+    """After a toolchain upgrade: only added work beyond ``added_work`` percent fails; sizes and
+    smaller moves are listed as changes (churn), decreases as improvements."""
+    reviewed = []
+    for row in rows:
+        if row.allowed != EXACT or row.status in (OK, CHANGED) or row.baseline is None or row.now is None:
+            reviewed.append(row)
+            continue
+        grew = row.added() * 100
+        metric = METRICS.get(row.metric)
+        if metric is not None and metric.work and grew > added_work:
+            status = REGRESSED
+        elif grew < 0:
+            status = IMPROVED
+        else:
+            status = CHANGED
+        note = f"upgrade: fails above +{added_work:g}%" if metric is not None and metric.work else "upgrade"
+        reviewed.append(replace(row, status=status, note=note))
+    return reviewed
+
+
 def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[str, float],
-          machine: Machine) -> PerfVerdict:
-    """Compare ``result`` with the baselines in ``refs`` that apply on ``machine``."""
+          machine: Machine, strict: bool = False, added_work: float = 5.0) -> PerfVerdict:
+    """Compare ``result`` with the baselines in ``refs`` that apply on ``machine``.
+
+    With the toolchain unchanged, exact metrics gate exactly; when the portable baseline was
+    recorded with another compiler, the run is an upgrade review (see _upgrade_review) unless
+    ``strict``.
+    """
     kinds = {m: kind_of(m, target) for m in result.metrics}
     diagnostics = frozenset(m for m, k in kinds.items() if k == DIAGNOSTIC)
     portable_now = {m: v for m, v in result.metrics.items() if kinds[m] != MACHINE_BOUND}
@@ -71,6 +104,12 @@ def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[
                           portable_path=str(refs.portable_path), machine_path=str(refs.machine_path))
     if refs.portable is not None and portable_now:
         verdict.portable = compare(refs.portable, portable_now, {}, limits, diagnostics)
+        before = recorded_toolchain(refs.portable)
+        now = result.toolchain.get("iree_compile")
+        if before and now and before != now:
+            verdict.upgrade = (before, now)
+            if not strict:
+                verdict.portable = _upgrade_review(verdict.portable, added_work)
     elif portable_now:
         verdict.notes.append(f"baseline needed: {refs.portable_path} (record it with --update-baselines)")
     if refs.machine is not None:
