@@ -175,3 +175,23 @@ def test_the_cross_toolchain_is_complete_on_a_set_up_machine():
     except ToolMissing as exc:
         pytest.fail(f"scripts/setup.sh should have installed it: {exc}")
     assert "clang version 22" in tools.identity()
+
+
+def test_an_importer_missing_its_python_modules_is_one_line_and_never_cached(project, tmp_path, monkeypatch):
+    build, _ = fake_build_dir(tmp_path)
+    broken = build / "bin" / "iree-import-onnx"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named onnx' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PYTEST_RVV_CACHE_DIR", str(tmp_path / "cache"))
+    project.write()
+    args = ("correctness/test_compile.py", "--rvv-models=mlp", "--rvv-targets=host", f"--rvv-iree-build={build}")
+    result = project.run(*args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"ToolMissing: {broken} cannot run: ModuleNotFoundError: No module named onnx; "
+                                 "install it into that importer's Python environment (e.g. pip install onnx)"])
+    from pytest_rvv.compile.toolchain import find_toolchain
+
+    # fixed in place (same path, same cache key): it runs now, so no stale failure was cached
+    broken.write_text(f'#!/bin/sh\nexec {find_toolchain().iree_import_onnx} "$@"\n')
+    project.run(*args).assert_outcomes(passed=1)

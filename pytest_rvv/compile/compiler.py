@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.compile.toolchain import Toolchain
-from pytest_rvv.errors import CompileFailed, ImportFailed, first_lines, tail
+from pytest_rvv.errors import CompileFailed, ImportFailed, ToolMissing, first_lines, tail
 from pytest_rvv.process import run_process
 from pytest_rvv.store import Store, digest, file_sha256
 from pytest_rvv.targets import HOST, Target
@@ -59,8 +59,9 @@ class Compiler:
 
     def import_onnx(self, model_name: str, prepared: Path, opset: int | None) -> ImportedModel:
         """Import with ``--opset-version opset`` (None: the model's own opset)."""
-        # v2: a deterministic importer error is cached like a compiler error
-        key = digest(["import-v2", file_sha256(prepared), str(opset), self.toolchain.compiler_version])
+        # v2: a deterministic importer error is cached like a compiler error; v3: the importer is in the key
+        key = digest(["import-v3", file_sha256(prepared), str(opset), self.toolchain.compiler_version,
+                      str(self.toolchain.iree_import_onnx.resolve())])
 
         def build(tmp: Path) -> dict[str, object]:
             out = tmp / "model.mlir"
@@ -75,6 +76,10 @@ class Compiler:
                         "status": "ok"}
             if result.timed_out or result.returncode < 0:
                 raise ImportFailed(message, log=log)
+            missing = _MISSING_MODULE.search(result.stderr)
+            if missing:  # the importer's environment, not the model: never cached
+                raise ToolMissing(f"{self.toolchain.iree_import_onnx} cannot run: {missing.group(0)}; install it "
+                                  "into that importer's Python environment (e.g. pip install onnx)")
             out.unlink(missing_ok=True)
             return {"model": model_name, "status": "failed", "error": message, "log": log}
 
@@ -130,6 +135,9 @@ class Compiler:
             key=key, flags=tuple(flags), compiler_version=self.toolchain.compiler_version,
             compile_s=float(meta["compile_s"]), reused=not entry.created,
         )
+
+
+_MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): [^\n]*")
 
 
 def _entry_function(mlir: Path) -> str:
