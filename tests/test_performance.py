@@ -270,3 +270,12 @@ def test_after_an_upgrade_sizes_and_small_moves_pass_and_added_work_fails(projec
         "*",
         "executed_dispatch_instructions * +50.0%    exact  REGRESSED upgrade: fails above +5%",
         "module_bytes * changed upgrade"])
+
+
+def test_wall_time_slower_without_more_cpu_time_is_machine_load_not_a_regression():
+    limits = {"wall_s_min": 1.3, "cpu_s_min": 1.3}
+    base = {"metrics": {"wall_s_min": 0.46, "cpu_s_min": 0.30}}
+    loaded = {r.metric: r for r in compare(base, {"wall_s_min": 0.66, "cpu_s_min": 0.32}, {}, limits)}
+    assert loaded["wall_s_min"].ok and "load on the machine" in loaded["wall_s_min"].note
+    slower = {r.metric: r for r in compare(base, {"wall_s_min": 0.66, "cpu_s_min": 0.45}, {}, limits)}
+    assert not slower["wall_s_min"].ok and not slower["cpu_s_min"].ok
