@@ -101,6 +101,11 @@ def test_times_gate_only_against_a_baseline_from_this_machine(project):
         data["metrics"][metric] -= 0.06  # and beyond the 50 ms noise floor
     data["samples"] = {k: [v / 3 - 0.06 for v in vs] for k, vs in data["samples"].items()}
     path.write_text(json.dumps(data))
+    portable = project.path / "baselines" / "performance" / "rv64gc" / "mlp.json"
+    work = json.loads(portable.read_text())
+    same_work = portable.read_text()
+    work["metrics"]["executed_dispatch_instructions"] += 1000  # the code changed too (now less work)
+    portable.write_text(json.dumps(work))
     elsewhere = project.run(*args, "--rvv-machine=new-runner")
     elsewhere.assert_outcomes(passed=1)
     elsewhere.stdout.fnmatch_lines(["machine-bound metrics shown, not gated: no baseline from machine new-runner "
@@ -110,6 +115,10 @@ def test_times_gate_only_against_a_baseline_from_this_machine(project):
     here.assert_outcomes(failed=1)
     here.stdout.fnmatch_lines(["performance regression: mlp on rv64gc", "machine-bound metrics vs *fast-box*",
                                "*", "wall_s_min * REGRESSED*"])
+    portable.write_text(same_work)  # exactly the recorded work: slower times are the machine's
+    same = project.run(*args, "--rvv-machine=fast-box")
+    same.assert_outcomes(passed=1)
+    assert "REGRESSED" not in same.stdout.str()
 
 
 def test_host_code_is_gated_only_on_the_machine_that_compiled_it(project):

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field, replace
 from pytest_rvv.machine import Machine
 from pytest_rvv.perf.measure import PerfResult
 from pytest_rvv.perf.metrics import DIAGNOSTIC, MACHINE_BOUND, METRICS, kind_of
-from pytest_rvv.perf.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, Row, compare, table
+from pytest_rvv.perf.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, TIME_METRICS, Row, compare, table
 from pytest_rvv.perf.reference import RECORD_HINT, References
 from pytest_rvv.targets import Target
+
+TIMES = frozenset(TIME_METRICS)
 
 
 @dataclass
@@ -88,6 +90,21 @@ def _upgrade_review(rows: list[Row], added_work: float) -> list[Row]:
     return reviewed
 
 
+def _same_work_is_not_slower(times: list[Row], portable: list[Row]) -> list[Row]:
+    """A slower time with exactly the executed work of the baseline is the machine, not the code.
+
+    Work is the verdict: with the same toolchain, the dispatches executing the same instructions
+    (counted exactly under QEMU) leave only the machine to blame (measured here: one run's CPU
+    time doubled on a shared 2-core VM with identical executed instructions).
+    """
+    work = next((r for r in portable if r.metric == "executed_dispatch_instructions"), None)
+    if work is None or work.baseline != work.now:
+        return times
+    return [replace(r, status=OK, note=f"same executed work ({int(work.now or 0)} instructions): the machine was "
+                                         "slower, not the code") if r.status == REGRESSED and r.metric in TIMES
+            else r for r in times]
+
+
 def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[str, float],
           machine: Machine, strict: bool = False, added_work: float = 5.0) -> PerfVerdict:
     """Compare ``result`` with the baselines in ``refs`` that apply on ``machine``.
@@ -113,7 +130,8 @@ def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[
     elif portable_now:
         verdict.notes.append(f"baseline needed: {refs.portable_path} (record it with --update-baselines)")
     if refs.machine is not None:
-        verdict.machine_bound = compare(refs.machine, bound_now, result.samples, limits)
+        verdict.machine_bound = _same_work_is_not_slower(
+            compare(refs.machine, bound_now, result.samples, limits), verdict.portable)
     if note := refs.machine_note(machine):
         verdict.notes.append(note)
     return verdict
