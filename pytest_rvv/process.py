@@ -70,18 +70,10 @@ def run_process(
     args = tuple(str(a) for a in argv)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        if cwd is None:
-            actions = [
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
-                (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
-            ]
-            pid = os.posix_spawnp(args[0], args, os.environ if env is None else env,
-                                  file_actions=actions, setsid=True)
-        else:  # posix_spawn cannot change directory: fork/exec through subprocess, reaped by wait4 below
-            child = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                     start_new_session=True)
-            pid = child.pid
+        # Popen only forks and execs here (vfork where it can); wait4 below reaps the child and reads its CPU time.
+        child = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                 start_new_session=True)
+        pid = child.pid
         fired = threading.Event()
 
         def kill_group() -> None:
@@ -99,8 +91,7 @@ def run_process(
                 timer.cancel()
         wall = time.perf_counter() - start
         returncode = os.waitstatus_to_exitcode(status)
-        if cwd is not None:
-            child.returncode = returncode  # reaped here: Popen must not wait for it again
+        child.returncode = returncode  # reaped here: Popen must not wait for it again
         if fired.is_set():  # reap anything the child left behind in its group
             _kill_group(pid)
         return ProcessResult(
