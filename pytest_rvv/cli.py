@@ -41,7 +41,7 @@ def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when the runtime is built or already there, 3 when no source can be had, 1 when the build fails."""
     from pytest_rvv.compile.toolchain import find_toolchain
     from pytest_rvv.run.qemu import default_tools_dir
-    from pytest_rvv.run.runtime_build import BuildFailed, SourceNotFound, build_runtime, find_source, same_commit
+    from pytest_rvv.run.runtime_build import BuildFailed, SourceNotFound, build_runtime, commit_mismatch, find_source
 
     tools_dir = args.tools_dir or default_tools_dir()
     toolchain = find_toolchain(settings.iree_build)
@@ -60,9 +60,9 @@ def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
             print(f"pytest-rvv build-runtime: {exc}\n{exc.details}", file=sys.stderr)
             return 1
     log(("built " if created else "already built: ") + built.describe())
-    if toolchain.commit and not same_commit(built.commit, toolchain.commit):
-        log(f"note: the source is IREE {built.commit_text}, the compiler is {toolchain.commit[:12]} "
-            f"({toolchain.compiler_version}); pytest-rvv's probe module decides whether it loads its modules")
+    if mismatch := commit_mismatch(built.commit, toolchain.commit):
+        log(f"note: {mismatch} ({toolchain.compiler_version}); pytest-rvv's probe module decides whether it "
+            "loads its modules")
     return 0
 
 

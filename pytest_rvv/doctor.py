@@ -15,7 +15,7 @@ from pytest_rvv.errors import RvvError, ToolMissing
 from pytest_rvv.process import run_process
 from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.qemu import find_qemu
-from pytest_rvv.run.runtime_build import same_commit
+from pytest_rvv.run.runtime_build import commit_mismatch
 from pytest_rvv.run.runtimes import AARCH64_SYSROOT, AARCH64_WHEEL_PLATFORM, host_runtime
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import Settings
@@ -114,10 +114,8 @@ def _runtimes(settings: Settings) -> Iterator[Finding]:
                       required=False)
         return
     probe_target = next((t for t in settings.targets if t.arch == RISCV64), None) or Target("probe", RISCV64)
-    compiler_commit = session.toolchain.commit
-    same = runtime.commit is None or compiler_commit is None or same_commit(runtime.commit, compiler_commit)
-    commits = "" if same else (f"; its IREE commit {runtime.commit[:12]} is not the compiler's "  # type: ignore[index]
-                               f"{compiler_commit[:12]}")  # type: ignore[index]
+    mismatch = commit_mismatch(runtime.commit, session.toolchain.commit)
+    commits = f"; {mismatch}" if mismatch else ""
 
     def check() -> str:
         session.runner(probe_target)

@@ -23,7 +23,7 @@ from pytest_rvv.fixtures import PERF_BASELINES, SESSION_KEY
 from pytest_rvv.model.model import Model
 from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
 from pytest_rvv.perf.report import PerformanceCollector
-from pytest_rvv.run.runtime_build import same_commit
+from pytest_rvv.run.runtime_build import commit_mismatch
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
 from pytest_rvv.summary import VectorizationSummary
@@ -126,10 +126,8 @@ def _riscv64_runtime_line(session: RvvSession) -> str:
     except RvvError as exc:
         return f"none: {exc} (riscv64 execution tests skip)"
     line = f"{runtime.executable}, {runtime.origin}"
-    commit = session.toolchain.commit
-    if runtime.commit and commit and not same_commit(runtime.commit, commit):
-        line += (f"; note: runtime from IREE {runtime.commit[:12]}, compiler from {commit[:12]} "
-                 "(the probe module checks that it loads the compiler's modules)")
+    if mismatch := commit_mismatch(runtime.commit, session.toolchain.commit):
+        line += f"; note: {mismatch} (the probe module checks that it loads the compiler's modules)"
     return line
 
 

@@ -15,6 +15,12 @@ from pytest_rvv.tools import find_executable, version_output
 INSTALL_HINT = "pip install iree-base-compiler (or run scripts/setup.sh)"
 
 
+def compiler_commit(version_line: str) -> str | None:
+    """The commit in ``IREE compiler version 3.13.0rc20261016 @ 89ece87b...``, None when absent."""
+    match = re.search(r"@\s*([0-9a-f]{7,40})", version_line)
+    return match.group(1) if match else None
+
+
 @dataclass(frozen=True)
 class Toolchain:
     """iree-import-onnx + iree-compile, with the compiler's full version line (part of cache keys)."""
@@ -33,8 +39,7 @@ class Toolchain:
     @property
     def commit(self) -> str | None:
         """The IREE commit the compiler was built from (``@ <sha>`` in its version line)."""
-        match = re.search(r"@\s*([0-9a-f]{7,40})", self.compiler_version)
-        return match.group(1) if match else None
+        return compiler_commit(self.compiler_version)
 
     @property
     def release(self) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rvv.compile.toolchain import compiler_commit
 from pytest_rvv.errors import RvvError, ToolMissing, tail
 from pytest_rvv.process import run_process
 from pytest_rvv.store import Entry, Store, digest, file_sha256
@@ -107,15 +108,16 @@ class RuntimeSource:
                                        for p in (self.path / "runtime").rglob("*") if p.is_file()))
 
 
-def compiler_commit(version_line: str) -> str | None:
-    """The commit in ``IREE compiler version 3.13.0rc20261016 @ 89ece87b...``, None when absent."""
-    match = re.search(r"@\s*([0-9a-f]{7,40})", version_line)
-    return match.group(1) if match else None
-
-
 def same_commit(a: str | None, b: str | None) -> bool:
     """Two commit ids (full or abbreviated) name the same commit."""
     return bool(a and b) and (a.startswith(b) or b.startswith(a))  # type: ignore[union-attr]
+
+
+def commit_mismatch(runtime_commit: str | None, compiler_commit: str | None) -> str:
+    """``runtime from IREE <a>, compiler from <b>`` when both are known and differ, else ``""``."""
+    if not runtime_commit or not compiler_commit or same_commit(runtime_commit, compiler_commit):
+        return ""
+    return f"runtime from IREE {runtime_commit[:12]}, compiler from {compiler_commit[:12]}"
 
 
 def commit_of(path: Path) -> str | None:
