@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_rvv.errors import ConfigError
+
 MACHINE_ENV = "PYTEST_RVV_MACHINE"
 # x86 and arm64 features that change what LLVM generates for -cpu=host.
 CODEGEN_FEATURES = frozenset({
@@ -33,7 +35,7 @@ class Machine:
 
     name: str
     fingerprint: dict[str, str] = field(hash=False)
-    named_by: str  # "--rvv-machine", "PYTEST_RVV_MACHINE" or "fingerprint"
+    named_by: str  # "given" (--rvv-machine, PYTEST_RVV_MACHINE, pyproject) or "fingerprint"
 
     @property
     def id(self) -> str:
@@ -92,16 +94,15 @@ def derived_name(fp: dict[str, str]) -> str:
 def check_name(name: str, origin: str) -> str:
     """A machine name is a folder name under baselines/performance/machines/: one clear line when not."""
     if not _NAME.match(name):
-        from pytest_rvv.errors import ConfigError
-
         raise ConfigError(f"{origin} {name!r}: a machine name is 1-64 letters, digits, '.', '_' or '-' "
                           "(it names a folder under baselines/performance/machines/)")
     return name
 
 
-def this_machine(name: str | None, qemu: str, origin: str = "--rvv-machine") -> Machine:
-    """This machine: ``name`` when given (from ``origin``), else the name derived from its fingerprint."""
+def this_machine(name: str | None, qemu: str) -> Machine:
+    """This machine: ``name`` when given (Settings checked it with check_name), else the name derived
+    from its fingerprint."""
     fp = fingerprint(qemu)
     if name:
-        return Machine(check_name(name, origin), fp, origin)
+        return Machine(name, fp, "given")
     return Machine(derived_name(fp), fp, "fingerprint")

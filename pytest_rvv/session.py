@@ -74,7 +74,7 @@ class RvvSession:
             emulator = f"qemu {qemu.version_text}" + (" plugins" if qemu.supports_plugins else "")
         except RvvError:
             emulator = "no qemu"
-        return this_machine(self.settings.machine, emulator, self.settings.machine_origin)
+        return this_machine(self.settings.machine, emulator)
 
     @functools.cached_property
     def compiler(self) -> Compiler:

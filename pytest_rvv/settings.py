@@ -133,7 +133,6 @@ class Settings:
     iree_build: Path | None = None
     machine: str | None = None
     added_work_percent: float = 5.0
-    machine_origin: str = "--rvv-machine"
     max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
     perf_repeat: int = 3
     ops: str | None = None
@@ -215,19 +214,12 @@ class Settings:
             iree_build=path("iree-build"),
             added_work_percent=_number(value("added-work"), 5.0, "--rvv-added-work", "a percentage"),
             machine=check_name(str(value("machine")), "--rvv-machine") if value("machine") else None,
-            machine_origin=_machine_origin(lookup),
             max_vector_share_drop=share_drop,
             perf_repeat=int(_number(value("perf-repeat"), 3, "--rvv-perf-repeat", "a positive number of runs",
                                     positive=True)),
             tolerances=table.get("tolerances") or {},
             ops=str(value("ops")) if value("ops") else None,
         )
-
-
-def _machine_origin(lookup: Callable[[Option], tuple[Any, Path] | None]) -> str:
-    if lookup(BY_NAME["machine"]) is not None:
-        return "--rvv-machine"
-    return "PYTEST_RVV_MACHINE" if os.environ.get("PYTEST_RVV_MACHINE") else "[tool.pytest_rvv] machine"
 
 
 def _number(raw: Any, default: float, flag: str, what: str, positive: bool = False) -> float:
