@@ -162,7 +162,8 @@ def test_an_interrupted_update_leaves_the_old_baselines_intact(tmp_path, monkeyp
               "samples": {}}
 
     def write_baselines(root, records):
-        return write_portable(root, records, {"name": "m1"}, lambda target, metric: "portable")
+        return write_portable(root, records, {"name": "m1"}, lambda target, metrics: {"portable": metrics,
+                                                                                    "machine-bound": {}})
 
     write_baselines(tmp_path, [record])
     before = (tmp_path / "host" / "m.json").read_bytes()

@@ -57,11 +57,12 @@ def _steady(old: dict[str, Any] | None, new: dict[str, float], ratios: Mapping[s
 
 
 def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str, Any],
-                    kinds: Callable[[str, str], str], ratios: Mapping[str, float] | None = None) -> list[str]:
+                    split: Callable[[str, dict[str, float]], dict[str, dict[str, float]]],
+                    ratios: Mapping[str, float] | None = None) -> list[str]:
     """Write each record's portable metrics to ``<target>/<model>.json`` and its machine-bound ones to
     ``machines/<machine>/<target>/<model>.json``, atomically (old or new, never half-written).
 
-    ``kinds(target, metric)`` says which is which; ``ratios`` are the ratio allowances of noisy
+    ``split(target, metrics)`` says which is which (metrics.split); ``ratios`` are the ratio allowances of noisy
     portable metrics (peak RSS). A portable file whose metrics and toolchain are unchanged (ratio
     metrics within their allowance) is left byte-identical, whichever machine re-records it.
     Returns one line per file.
@@ -69,8 +70,8 @@ def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str
     summary = []
     for record in sorted(records, key=lambda r: (r["target"], r["model"])):
         target, model, toolchain = record["target"], record["model"], record["toolchain"]
-        portable = {k: v for k, v in record["metrics"].items() if kinds(target, k) != "machine-bound"}
-        bound = {k: v for k, v in record["metrics"].items() if kinds(target, k) == "machine-bound"}
+        parts = split(target, record["metrics"])
+        portable, bound = parts["portable"], parts["machine-bound"]
         if portable:
             path = baseline_path(root, target, model)
             old = load_baseline(path) if path.exists() else None

@@ -57,12 +57,18 @@ def references(root: Path, machine: Machine, target: str, model: str) -> Referen
     return References(load_baseline(portable_path), portable_path, load_baseline(machine_path), machine_path, others)
 
 
+def recorded_toolchain(baseline: dict[str, Any] | None) -> str | None:
+    """The compiler version line a baseline was recorded with."""
+    toolchain = (baseline or {}).get("toolchain")
+    return toolchain.get("iree_compile") if isinstance(toolchain, dict) else None
+
+
 def recorded_toolchains(root: Path) -> set[str]:
     """The compiler version lines the committed portable baselines were recorded with."""
     found = set()
     for path in root.glob("*/*.json"):
         try:
-            line = json.loads(path.read_text()).get("toolchain", {}).get("iree_compile")
+            line = recorded_toolchain(json.loads(path.read_text()))
         except (OSError, ValueError, AttributeError):
             continue
         if line:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_rvv.perf.baseline import write_baselines
-from pytest_rvv.perf.metrics import kind_of
+from pytest_rvv.perf.metrics import split
 from pytest_rvv.perf.policy import tolerances
 from pytest_rvv.session import RvvSession
 from pytest_rvv.store import atomic_write_bytes
@@ -142,13 +142,9 @@ class PerformanceCollector:
             return
         if self.config.getoption("update_baselines"):
             known = self.session.settings.known_targets
-
-            def kinds(target: str, metric: str) -> str:
-                return kind_of(metric, known[target]) if target in known else "portable"
-
             ratios = tolerances(self.session.settings.tolerances, under_xdist=False)
             self.lines += write_baselines(self.baselines, list(self.rows.values()), self.session.machine.as_json(),
-                                          kinds, ratios)
+                                          lambda target, metrics: split(metrics, known[target]), ratios)
         report_dir = self.config.getoption("rvv_report")
         if report_dir:
             for path in write_report(Path(report_dir), self.rows):

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 
 from pytest_rvv.machine import Machine
 from pytest_rvv.perf.measure import PerfResult
-from pytest_rvv.perf.metrics import DIAGNOSTIC, MACHINE_BOUND, METRICS, kind_of
+from pytest_rvv.perf.metrics import DIAGNOSTIC, MACHINE_BOUND, METRICS, PORTABLE, kind_of, split
 from pytest_rvv.perf.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, TIME_METRICS, Row, compare, table
-from pytest_rvv.perf.reference import RECORD_HINT, References
+from pytest_rvv.perf.reference import RECORD_HINT, References, recorded_toolchain
 from pytest_rvv.targets import Target
 
 TIMES = frozenset(TIME_METRICS)
@@ -64,11 +64,6 @@ class PerfVerdict:
         return "\n".join(parts + self.notes)
 
 
-def recorded_toolchain(baseline: dict | None) -> str | None:
-    """The compiler version line a baseline was recorded with."""
-    return ((baseline or {}).get("toolchain") or {}).get("iree_compile")
-
-
 def _upgrade_review(rows: list[Row], added_work: float) -> list[Row]:
     """After a toolchain upgrade: only added work beyond ``added_work`` percent fails; sizes and
     smaller moves are listed as changes (churn), decreases as improvements."""
@@ -113,10 +108,9 @@ def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[
     recorded with another compiler, the run is an upgrade review (see _upgrade_review) unless
     ``strict``.
     """
-    kinds = {m: kind_of(m, target) for m in result.metrics}
-    diagnostics = frozenset(m for m, k in kinds.items() if k == DIAGNOSTIC)
-    portable_now = {m: v for m, v in result.metrics.items() if kinds[m] != MACHINE_BOUND}
-    bound_now = {m: v for m, v in result.metrics.items() if kinds[m] == MACHINE_BOUND}
+    parts = split(result.metrics, target)
+    portable_now, bound_now = parts[PORTABLE], parts[MACHINE_BOUND]
+    diagnostics = frozenset(m for m in portable_now if kind_of(m, target) == DIAGNOSTIC)
     verdict = PerfVerdict(result.model, result.target, has_portable=bool(portable_now),
                           portable_path=str(refs.portable_path), machine_path=str(refs.machine_path))
     if refs.portable is not None and portable_now:
