@@ -108,6 +108,7 @@ def check_vectorization(
         "not_vectorized": current.get("not_vectorized", []) if target.has_vector else [],
         "improvements": verdict.improvements, "changes": verdict.changes + notes,
         "upgrade": [recorded_with, toolchain] if upgrade else None, "work": verdict.work, "churn": verdict.churn,
+        "recorded_totals": previous["totals"] if previous else None,
     })
     if failures:
         pytest.fail(

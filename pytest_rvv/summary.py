@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rvv.analyze.gate import SMALL_DISPATCH_SHARE
+from pytest_rvv.analyze.gate import SMALL_DISPATCH_SHARE, counts_text, delta_text
 from pytest_rvv.snapshots import BROKEN_PROPERTY, VECTORIZATION_PROPERTY
 from pytest_rvv.store import atomic_write_bytes
 
@@ -92,17 +92,18 @@ class VectorizationSummary:
                               ("work removed", removed)):
             if chosen:
                 out.append(f"{title}:")
-                out += [f"  {model} @ {target} {dispatch}: {before} -> {after} ({delta:+d}, "
-                        f"{delta / max(before, 1) * 100:+.1f}%)"
-                        for delta, before, after, model, target, dispatch in chosen[:REVIEW_SHOWN]]
+                out += [f"  {model} @ {target} {dispatch}: {before} -> {after} ({delta_text(before, after)})"
+                        for _, before, after, model, target, dispatch in chosen[:REVIEW_SHOWN]]
                 if len(chosen) > REVIEW_SHOWN:
                     out.append(f"  ... and {len(chosen) - REVIEW_SHOWN} more")
-        sizes = [(model, target, r) for (model, target, kind), r in sorted(upgraded.items()) if kind == "static"
-                 and any(line.startswith("totals:") for line in r["changes"])]
+        sizes = [(model, target, r["recorded_totals"], r) for (model, target, kind), r in sorted(upgraded.items())
+                 if kind == "static" and r.get("recorded_totals")
+                 and (r["recorded_totals"]["instructions"], r["recorded_totals"]["vector"]) != (r["instructions"],
+                                                                                               r["vector"])]
         if sizes:
             out.append("code size (static instructions per model):")
-            out += [f"  {model} @ {target} {line[len('totals: '):]}" for model, target, r in sizes
-                    for line in r["changes"] if line.startswith("totals:")]
+            out += [f"  {model} @ {target} {counts_text(before)} -> {counts_text(now)}"
+                    for model, target, before, now in sizes]
         churn = sum(r.get("churn", 0) for r in upgraded.values())
         out.append(f"churn: {churn} dispatch moves within the --rvv-added-work threshold (or under "
                    f"{SMALL_DISPATCH_SHARE:.1%} of their model's work); vector share is shown above as a diagnostic")

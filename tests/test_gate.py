@@ -70,3 +70,27 @@ def test_new_and_vanished_dispatches_are_reported_as_changes():
     assert result.ok
     assert result.changes == ["dispatch_0_a: no longer present (renamed, fused or split?)",
                               "dispatch_0_b: new dispatch (5 vector of 10 instructions)"]
+
+
+def test_the_upgrade_review_ranks_added_work_first_then_less_work_then_code_size():
+    from pathlib import Path
+
+    from pytest_rvv.summary import VectorizationSummary
+
+    summary = VectorizationSummary(Path("."), set())
+    before, after = record(dispatch_0=(10, 100), dispatch_1=(50, 1000)), record(dispatch_0=(10, 80),
+                                                                                dispatch_1=(60, 1900))
+    executed = check_gate(before, after, RVV, 5.0, work=True, added_work=5.0)
+    upgrade = ["IREE 3.12", "IREE 3.13"]
+    summary.results[("m", RVV.name, "executed")] = {"upgrade": upgrade, "work": executed.work, "churn": executed.churn}
+    summary.results[("m", RVV.name, "static")] = {"upgrade": upgrade, "instructions": 120, "vector": 30, "churn": 0,
+                                                  "recorded_totals": {"instructions": 100, "vector": 25}}
+    assert summary.review_lines()[:7] == [
+        "recorded with IREE 3.12; now IREE 3.13",
+        "work added (instructions executed per dispatch, most added first):",
+        "  m @ rv64gcv-zvl256b dispatch_1: 1000 -> 1900 (+900, +90.0%)",
+        "work removed:",
+        "  m @ rv64gcv-zvl256b dispatch_0: 100 -> 80 (-20, -20.0%)",
+        "code size (static instructions per model):",
+        "  m @ rv64gcv-zvl256b 25 vector of 100 instructions -> 30 vector of 120 instructions",
+    ]

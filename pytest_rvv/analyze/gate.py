@@ -52,7 +52,7 @@ class GateResult:
         return not self.failures
 
 
-def _counts(d: dict[str, Any]) -> str:
+def counts_text(d: dict[str, Any]) -> str:
     return f"{d['vector']} vector of {d['instructions']} instructions"
 
 
@@ -80,15 +80,15 @@ def check_gate(
             result.changes.append(f"{key}: no longer present (renamed, fused or split?)")
         elif old["vectorized"] and not new["vectorized"]:
             result.regressions.append(
-                f"{key}: was vectorized ({_counts(old)}), now scalar ({_counts(new)})"
+                f"{key}: was vectorized ({counts_text(old)}), now scalar ({counts_text(new)})"
             )
         elif not old["vectorized"] and new["vectorized"]:
-            result.improvements.append(f"{key}: now vectorized ({_counts(old)} -> {_counts(new)})")
+            result.improvements.append(f"{key}: now vectorized ({counts_text(old)} -> {counts_text(new)})")
         if work and new is not None and new["instructions"] != old["instructions"]:
             _judge_work(result, key, old["instructions"], new["instructions"], previous["totals"]["instructions"],
                         added_work)
     for key in sorted(after.keys() - before.keys(), key=natural_order):
-        result.changes.append(f"{key}: new dispatch ({_counts(after[key])})")
+        result.changes.append(f"{key}: new dispatch ({counts_text(after[key])})")
     if work and added_work is not None:  # the model as a whole, during an upgrade
         before_total, after_total = previous["totals"]["instructions"], totals["instructions"]
         if after_total > before_total * (1 + added_work / 100):
@@ -106,7 +106,7 @@ def check_gate(
                               "an improvement by itself)")
     if (previous["totals"]["instructions"], previous["totals"]["vector"]) != (totals["instructions"], totals["vector"]):
         result.changes.append(
-            f"totals: {_counts(previous['totals'])} -> {_counts(totals)}"
+            f"totals: {counts_text(previous['totals'])} -> {counts_text(totals)}"
         )
     return result
 
@@ -116,10 +116,16 @@ def _judge_work(result: GateResult, key: str, before: int, after: int, model_tot
     """One dispatch's executed work moved: a regression, an improvement or (during an upgrade) churn."""
     delta = after - before
     result.work.append((key, before, after))
-    line = f"{key}: executes {before} -> {after} instructions ({delta:+d}, {delta / max(before, 1) * 100:+.1f}%)"
+    line = f"{key}: executes {before} -> {after} instructions ({delta_text(before, after)})"
     if added_work is not None:
         small = abs(delta) < SMALL_DISPATCH_SHARE * model_total
         if small or abs(delta) <= before * added_work / 100:
             result.churn += 1
             return
     (result.regressions if delta > 0 else result.improvements).append(line)
+
+
+def delta_text(before: int, after: int) -> str:
+    """``+900, +90.0%``: how far a count moved, absolute and relative."""
+    delta = after - before
+    return f"{delta:+d}, {delta / max(before, 1) * 100:+.1f}%"
