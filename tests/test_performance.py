@@ -20,6 +20,15 @@ def performance_project(project):
     return project
 
 
+def recorded_elsewhere(project):
+    """mlp on rv64gc recorded as machine "recorder", judged as machine "elsewhere": only its portable
+    metrics apply here, whatever the load. Returns the run's arguments and the portable baseline."""
+    performance_project(project)
+    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc", "--rvv-machine=elsewhere")
+    project.run(*args[:-1], "--update-baselines", "--rvv-machine=recorder").assert_outcomes(passed=1)
+    return args, project.path / "baselines" / "performance" / "rv64gc" / "mlp.json"
+
+
 def baselines(project):
     return {p.relative_to(project.path).as_posix(): json.loads(p.read_text())
             for p in sorted((project.path / "baselines" / "performance").rglob("*.json"))}
@@ -70,11 +79,7 @@ def test_an_edited_baseline_fails_the_right_test_with_a_table(project):
 
 
 def test_an_improvement_passes_and_is_listed_but_fails_when_strict(project):
-    performance_project(project)
-    # recorded as another machine: only the portable metrics are judged here, whatever the load
-    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc", "--rvv-machine=elsewhere")
-    project.run(*args[:-1], "--update-baselines", "--rvv-machine=recorder").assert_outcomes(passed=1)
-    path = project.path / "baselines" / "performance" / "rv64gc" / "mlp.json"
+    args, path = recorded_elsewhere(project)
     data = json.loads(path.read_text())
     data["metrics"]["executed_dispatch_instructions"] += 1000  # the code now executes fewer: better
     path.write_text(json.dumps(data))
@@ -251,10 +256,7 @@ def test_the_default_machine_name_follows_the_fingerprint():
 
 
 def test_after_an_upgrade_sizes_and_small_moves_pass_and_added_work_fails(project):
-    performance_project(project)
-    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc", "--rvv-machine=elsewhere")
-    project.run(*args[:-1], "--update-baselines", "--rvv-machine=recorder").assert_outcomes(passed=1)
-    path = project.path / "baselines" / "performance" / "rv64gc" / "mlp.json"
+    args, path = recorded_elsewhere(project)
     recorded = json.loads(path.read_text())
 
     def recorded_with_old_compiler(work_growth: float) -> None:
