@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_rvv.analyze.static import natural_order
+from pytest_rvv.analyze.matching import match_dispatches, pair_name
 from pytest_rvv.targets import Target
 
 DEFAULT_MAX_SHARE_DROP = 5.0  # percentage points
@@ -74,20 +74,25 @@ def check_gate(
     # (b) and (c) follow the snapshot: a target whose recorded code was vectorized is held to it
     # even if its flags lost +v.
     before, after = previous["dispatches"], current["dispatches"]
-    for key, old in sorted(before.items(), key=lambda kv: natural_order(kv[0])):
-        new = after.get(key)
-        if new is None:
-            result.changes.append(f"{key}: no longer present (renamed, fused or split?)")
-        elif old["vectorized"] and not new["vectorized"]:
+    matching = match_dispatches(before, after)  # a renumbered dispatch is the same dispatch
+    for old_key, new_key in matching.pairs:
+        old, new, key = before[old_key], after[new_key], pair_name(old_key, new_key)
+        if old["vectorized"] and not new["vectorized"]:
             result.regressions.append(
                 f"{key}: was vectorized ({counts_text(old)}), now scalar ({counts_text(new)})"
             )
         elif not old["vectorized"] and new["vectorized"]:
             result.improvements.append(f"{key}: now vectorized ({counts_text(old)} -> {counts_text(new)})")
-        if work and new is not None and new["instructions"] != old["instructions"]:
+        if work and new["instructions"] != old["instructions"]:
             _judge_work(result, key, old["instructions"], new["instructions"], previous["totals"]["instructions"],
                         added_work)
-    for key in sorted(after.keys() - before.keys(), key=natural_order):
+    if matching.renamed:
+        result.changes.append(f"{len(matching.renamed)} dispatches renumbered, matched by what they compute: "
+                              + ", ".join(pair_name(a, b) for a, b in matching.renamed[:3])
+                              + (", ..." if len(matching.renamed) > 3 else ""))
+    for key in matching.removed:
+        result.changes.append(f"{key}: no longer present (fused, split or gone; {counts_text(before[key])})")
+    for key in matching.added:
         result.changes.append(f"{key}: new dispatch ({counts_text(after[key])})")
     if work and added_work is not None:  # the model as a whole, during an upgrade
         before_total, after_total = previous["totals"]["instructions"], totals["instructions"]
