@@ -20,18 +20,23 @@ from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY, NEW_PASS
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
 from pytest_rvv.model.model import Model
+from pytest_rvv.perf.ab import ToolchainComparison, compare_toolchains
+from pytest_rvv.perf.comparison_report import COMPARISON_PROPERTY
 from pytest_rvv.perf.measure import PerfResult, measure_performance
 from pytest_rvv.perf.policy import tolerances
 from pytest_rvv.perf.reference import references
 from pytest_rvv.perf.report import PERF_IMPROVED, PERF_NOTE, PERF_PROPERTY
 from pytest_rvv.perf.verdict import judge
 from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
+from pytest_rvv.repro import write_repro
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.snapshots import check_vectorization
 from pytest_rvv.targets import Target
 
 SESSION_KEY = pytest.StashKey[RvvSession]()
+REFERENCE_KEY = pytest.StashKey[RvvSession]()  # the reference toolchain's session (--rvv-compare)
+
 PERF_BASELINES = Path("baselines") / "performance"
 
 
@@ -181,6 +186,41 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
             if strict:
                 pytest.fail(f"unexpectedly passes (--rvv-strict-baselines): {message}", pytrace=False)
             record_property(PERF_IMPROVED, message)
+
+    return check
+
+
+@pytest.fixture
+def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, record_property: Any,
+                             request: pytest.FixtureRequest) -> Callable[[], ToolchainComparison]:
+    """Compare the toolchain under test with the reference (``--rvv-compare``) on this model x target.
+
+    Fails, with the dispatch-level table, when the toolchain under test adds executed work beyond
+    ``--rvv-added-work`` (exact with ``--rvv-strict-baselines``), unless
+    ``--rvv-compare-report-only``; then writes a reproducer folder (``--rvv-repro=DIR``, else
+    under the cache) and names it.
+    """
+
+    def check() -> ToolchainComparison:
+        reference = request.config.stash[REFERENCE_KEY]
+        settings = rvv_session.settings
+        strict = request.config.getoption("rvv_strict_baselines")
+        try:
+            limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
+        except ConfigError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        comparison = compare_toolchains(rvv_session, reference, rvv_model, rvv_target, settings.perf_repeat,
+                                        limits, settings.added_work_percent, strict, settings.max_vector_share_drop)
+        record_property(COMPARISON_PROPERTY, comparison.summary())
+        failures = comparison.regressions
+        if failures and not request.config.getoption("rvv_compare_report_only"):
+            where = Path(request.config.getoption("rvv_repro") or settings.cache_dir / "repro")
+            readme = write_repro(where / f"{rvv_model.name}-{rvv_target.name}", comparison, rvv_session, reference,
+                                 rvv_model, rvv_target)
+            pytest.fail(f"the toolchain under test adds work: {rvv_model.name} on {rvv_target.name}\n"
+                        + "\n".join(f"  {line}" for line in failures) + f"\n{comparison.render()}\n"
+                        f"reproducer: {readme}", pytrace=False)
+        return comparison
 
     return check
 

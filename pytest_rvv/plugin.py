@@ -14,15 +14,18 @@ import pytest
 
 from pytest_rvv import fixtures
 from pytest_rvv.compare.summary import AgreementSummary
-from pytest_rvv.compile.toolchain import find_toolchain
+from pytest_rvv.compile.environments import toolchain_from_spec
+from pytest_rvv.compile.toolchain import Toolchain, find_toolchain
 from pytest_rvv.conformance.node_tests import node_tests, select
 from pytest_rvv.conformance.report import ConformanceTracker
 from pytest_rvv.errors import ConfigError, RvvError, ToolMissing
 from pytest_rvv.expectations import ExpectedFailureUpdater, load_expected_failures, phase_of
-from pytest_rvv.fixtures import PERF_BASELINES, SESSION_KEY
+from pytest_rvv.fixtures import PERF_BASELINES, REFERENCE_KEY, SESSION_KEY
 from pytest_rvv.model.model import Model
+from pytest_rvv.perf.comparison_report import ComparisonSummary
 from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
 from pytest_rvv.perf.report import PerformanceCollector
+from pytest_rvv.run.qemu import default_tools_dir
 from pytest_rvv.run.runtime_build import commit_mismatch
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
@@ -30,6 +33,7 @@ from pytest_rvv.summary import VectorizationSummary
 from pytest_rvv.targets import Target
 
 CHECK_PROPERTY = "rvv_check_outcome"
+COMPARISON_FIXTURE = "rvv_toolchain_comparison"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,6 +48,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "lists from this run; use after a deliberate toolchain or flag change")
     group.addoption("--rvv-report", default=None, metavar="DIR",
                     help="write the performance results as JSON, Markdown (Table 1) and PNG plots into DIR")
+    group.addoption("--rvv-compare-report-only", action="store_true", default=False,
+                    help="with --rvv-compare: report the side-by-side comparison without failing on added work")
+    group.addoption("--rvv-repro", default=None, metavar="DIR",
+                    help="with --rvv-compare: write a reproducer folder per regressed model x target into DIR "
+                         "(default: <cache>/repro)")
     group.addoption("--rvv-strict-baselines", action="store_true", default=False,
                     help="fail, instead of passing with a note, when a snapshot has not been recorded yet (CI)")
 
@@ -78,9 +87,13 @@ def pytest_configure(config: pytest.Config) -> None:
                                           sorted(settings.every_model_name))
         if settings.iree_build is not None:
             find_toolchain(settings.iree_build)  # a build directory without iree-compile: one line, now
+        reference = _reference_toolchain(settings)
     except (ConfigError, ToolMissing) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = RvvSession(settings, expected)
+    if reference is not None:
+        config.stash[REFERENCE_KEY] = RvvSession(settings, expected, toolchain=reference)
+    config.pluginmanager.register(ComparisonSummary(), "rvv-toolchain-comparison")
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "rvv-fixtures")
     known_ids = {f"{m}-{t}" for m in settings.every_model_name for t in settings.known_targets}
@@ -91,6 +104,18 @@ def pytest_configure(config: pytest.Config) -> None:
                                   "rvv-expected-failures")
     config.pluginmanager.register(ConformanceTracker(config, settings.root), "rvv-conformance")
     config.pluginmanager.register(AgreementSummary(), "rvv-agreement")
+
+
+def _reference_toolchain(settings: Settings) -> Toolchain | None:
+    """The --rvv-compare toolchain (installed once into the tools cache); refused when it is the one under test."""
+    if settings.compare is None:
+        return None
+    reference = toolchain_from_spec(settings.compare, default_tools_dir())
+    under_test = find_toolchain(settings.iree_build)
+    if reference.compiler_version == under_test.compiler_version:
+        raise ConfigError(f"--rvv-compare {settings.compare}: this is the toolchain under test itself "
+                          f"({under_test.compiler_version}); name another release, wheel or build")
+    return reference
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -110,6 +135,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
                      f"{toolchain.compiler_version}: a test fails only for executed work added beyond "
                      f"+{settings.added_work_percent:g}% (--rvv-added-work), sizes and churn are listed "
                      "(--rvv-strict-baselines: exact)")
+    if REFERENCE_KEY in config.stash:
+        reference = config.stash[REFERENCE_KEY].toolchain
+        lines.append(f"rvv: compare: reference {reference.compiler_version} ({reference.origin}); a comparison "
+                     f"fails only for executed work added beyond +{settings.added_work_percent:g}% "
+                     "(--rvv-added-work; --rvv-strict-baselines: exact; --rvv-compare-report-only: never)")
     if any(t.arch == "riscv64" for t in settings.targets):
         lines.append(f"rvv: riscv64 runtime {_riscv64_runtime_line(session)}")
     machine = session.machine
@@ -151,7 +181,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Apply strict expected failures to the tests whose check they affect."""
+    """Apply strict expected failures to the tests whose check they affect; deselect toolchain
+    comparisons when no reference toolchain is named (--rvv-compare)."""
+    if REFERENCE_KEY not in config.stash:
+        deselected = [i for i in items if COMPARISON_FIXTURE in getattr(i, "fixturenames", ())]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [i for i in items if i not in deselected]
     expected = config.stash[SESSION_KEY].expected_failures
     for item in items:
         marker = item.get_closest_marker("rvv_check")

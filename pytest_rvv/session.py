@@ -57,14 +57,17 @@ class RvvSession:
     """The pipeline with its settings, cache and memoised stages."""
 
     def __init__(self, settings: Settings,
-                 expected_failures: dict[tuple[str, str], ExpectedFailure] | None = None) -> None:
+                 expected_failures: dict[tuple[str, str], ExpectedFailure] | None = None,
+                 toolchain: Toolchain | None = None) -> None:
         self.settings = settings
         self.store = Store(settings.cache_dir)
         self.expected_failures = expected_failures or {}
+        self._toolchain = toolchain
 
     @functools.cached_property
     def toolchain(self) -> Toolchain:
-        return find_toolchain(self.settings.iree_build)
+        """The toolchain given, else the user's build (--rvv-iree-build), else the installed wheel's."""
+        return self._toolchain or find_toolchain(self.settings.iree_build)
 
     @functools.cached_property
     def machine(self) -> Machine:

@@ -79,6 +79,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("added-work", "after a toolchain upgrade, a dispatch or model fails only when it executes more than this "
            "many percent more instructions than its baseline (default: 5; unchanged toolchain: exact)",
            metavar="PERCENT"),
+    Option("compare", "a reference toolchain to compare the one under test with, side by side in this run: a pip "
+           "requirement (iree-base-compiler==3.12.0), a wheel file or an IREE build/install directory",
+           env="PYTEST_RVV_COMPARE", metavar="SPEC"),
     Option("perf-repeat", "emulated runs per performance measurement (default: 3; 5+ enables the "
            "statistical test on time)", metavar="N"),
     Option("ops", "ONNX node tests to run: comma-separated names or globs (conv*, test_add), or all "
@@ -136,6 +139,7 @@ class Settings:
     max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
     perf_repeat: int = 3
     ops: str | None = None
+    compare: str | None = None  # --rvv-compare SPEC
     tolerances: Mapping[str, Any] | None = None  # [tool.pytest_rvv.tolerances]
 
     @classmethod
@@ -219,7 +223,18 @@ class Settings:
                                     positive=True)),
             tolerances=table.get("tolerances") or {},
             ops=str(value("ops")) if value("ops") else None,
+            compare=_spec(*sourced("compare")),
         )
+
+
+def _spec(raw: Any, base: Path) -> str | None:
+    """A --rvv-compare SPEC; one that names a path (a build directory, a wheel) is made absolute."""
+    spec = str(raw or "").strip()
+    if not spec:
+        return None
+    if "/" in spec or spec.endswith(".whl") or (base / spec).is_dir():
+        return str(base / Path(spec).expanduser())
+    return spec
 
 
 def _number(raw: Any, default: float, flag: str, what: str, positive: bool = False) -> float:

@@ -133,4 +133,5 @@ def _judge_work(result: GateResult, key: str, before: int, after: int, model_tot
 def delta_text(before: int, after: int) -> str:
     """``+900, +90.0%``: how far a count moved, absolute and relative."""
     delta = after - before
-    return f"{delta:+d}, {delta / max(before, 1) * 100:+.1f}%"
+    percent = delta / max(before, 1) * 100
+    return f"{delta:+d}, {percent:+.{2 if abs(percent) < 1 else 1}f}%"

@@ -30,10 +30,14 @@ class Toolchain:
     compiler_version: str  # e.g. "IREE compiler version 3.13.0rc20261016 @ 89ece87b..."
     build_dir: Path | None = None  # the user's own IREE build (--rvv-iree-build), None for the wheel
     host_run_module: Path | None = None  # its iree-run-module, when it has one
+    described: str = ""  # where it comes from, when not the wheel or a build (a reference environment)
+    package_release: str | None = None  # the iree-base-compiler release of a reference environment
 
     @property
     def origin(self) -> str:
         """Where the compiler comes from, for the session header and doctor."""
+        if self.described:
+            return self.described
         return f"your IREE build {self.build_dir}" if self.build_dir else "the iree-base-compiler wheel"
 
     @property
@@ -44,6 +48,8 @@ class Toolchain:
     @property
     def release(self) -> str:
         """The release number, e.g. ``3.13.0``: the version of the matching runtime wheels."""
+        if self.package_release:
+            return self.package_release
         if self.build_dir is None:
             try:
                 return version("iree-base-compiler")
@@ -80,7 +86,7 @@ def _in_build(build_dir: Path, name: str) -> Path | None:
 
 
 @functools.cache
-def find_toolchain(build_dir: Path | None = None) -> Toolchain:
+def find_toolchain(build_dir: Path | None = None, option: str = "--rvv-iree-build") -> Toolchain:
     """The wheel's tools, or those of ``build_dir`` (an IREE build or install directory) when given.
 
     A build directory must hold ``iree-compile``; its ``iree-import-onnx`` and ``iree-run-module``
@@ -89,11 +95,11 @@ def find_toolchain(build_dir: Path | None = None) -> Toolchain:
     host_run_module = None
     if build_dir is not None:
         if not build_dir.is_dir():
-            raise ToolMissing(f"--rvv-iree-build {build_dir}: no such directory; give an IREE build or install "
+            raise ToolMissing(f"{option} {build_dir}: no such directory; give an IREE build or install "
                               "directory (the one holding tools/iree-compile or bin/iree-compile)")
         compile_ = _in_build(build_dir, "iree-compile")
         if compile_ is None:
-            raise ToolMissing(f"--rvv-iree-build {build_dir}: no iree-compile in "
+            raise ToolMissing(f"{option} {build_dir}: no iree-compile in "
                               f"{', '.join(f'{d}/' for d in BUILD_TOOL_DIRS[:3])}; build the iree-compile target "
                               "(or install) there first")
         import_ = _in_build(build_dir, "iree-import-onnx") or find_executable("iree-import-onnx")
@@ -104,8 +110,13 @@ def find_toolchain(build_dir: Path | None = None) -> Toolchain:
     if compile_ is None or import_ is None:
         missing = "iree-compile" if compile_ is None else "iree-import-onnx"
         raise ToolMissing(f"{missing} not found; {INSTALL_HINT}")
-    text = version_output(compile_)
+    return Toolchain(compile_, import_, compiler_version_line(compile_), build_dir, host_run_module)
+
+
+def compiler_version_line(iree_compile: Path) -> str:
+    """The ``IREE compiler version ...`` line of ``iree-compile --version`` (part of every cache key)."""
+    text = version_output(iree_compile)
     line = next((ln.strip() for ln in text.splitlines() if "compiler version" in ln), text.strip())
     if not line:
-        raise ToolMissing(f"{compile_} --version printed nothing; reinstall iree-base-compiler")
-    return Toolchain(compile_, import_, line, build_dir, host_run_module)
+        raise ToolMissing(f"{iree_compile} --version printed nothing; reinstall iree-base-compiler")
+    return line

@@ -34,6 +34,7 @@ class PerfResult:
     metrics: dict[str, float] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    executed: dict[str, Any] | None = None  # executed counts per dispatch (emulated targets), not in as_json
 
     def as_json(self) -> dict[str, Any]:
         return {"model": self.model, "target": self.target, "toolchain": self.toolchain, "metrics": self.metrics,
@@ -49,12 +50,8 @@ def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:
     return total
 
 
-def measure_performance(session: RvvSession, model: Model, target: Target, runner: Runner | None,
-                        repeat: int) -> PerfResult:
-    """Compile-side metrics always; run-side metrics when ``runner`` is given.
-
-    Every timed run's outputs must agree with onnxruntime: numbers of a wrong result are not recorded.
-    """
+def compile_side(session: RvvSession, model: Model, target: Target, runner: Runner | None) -> PerfResult:
+    """A result holding the compile-side metrics (sizes, static counts, compile time) of ``session``'s toolchain."""
     artifact = session.artifact(model, target)
     toolchain = {"iree_compile": session.toolchain.compiler_version,
                  "runtime": runner.runtime.identity if runner else "none",
@@ -65,39 +62,70 @@ def measure_performance(session: RvvSession, model: Model, target: Target, runne
     if target.arch != HOST:
         total = analyze(artifact).total
         result.metrics.update(static_instructions=total.instructions, static_vector=total.vector)
+    return result
+
+
+class TimedRuns:
+    """Timed runs of one model on one runner, taken one at a time (so two toolchains can interleave).
+
+    Every timed run's outputs must agree with onnxruntime: numbers of a wrong result are refused.
+    """
+
+    def __init__(self, session: RvvSession, model: Model, runner: Runner, work: Path) -> None:
+        self.session, self.model, self.runner, self.work = session, model, runner, work
+        self.artifact = session.artifact(model, runner.target)
+        self.probe = build_c(session.store, "pytest_rvv.perf", ("rss_probe.c",), "rss_probe", shared=False)
+        self.walls: list[float] = []
+        self.cpus: list[float] = []
+        self.rss: list[int] = []
+        self.peaks: dict[str, str] = {}
+
+    def once(self) -> None:
+        reference = self.session.reference(self.model)
+        rss_file = self.work / f"rss_{len(self.walls)}.txt"
+        outcome = self.runner.run(self.artifact, reference.inputs, self.work / "run", len(reference.outputs),
+                                  self.session.settings.timeout_s, launcher=(str(self.probe), str(rss_file)),
+                                  runtime_args=("--print_statistics",))
+        agreement = compare(outcome.outputs, reference.outputs, self.model.tolerance)
+        assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
+            f"{self.model.name} on {self.runner.target.name} disagrees with onnxruntime "
+            f"({self.session.toolchain.compiler_version})\n{agreement.report()}\nrepro: {outcome.repro}"
+        )
+        self.walls.append(round(outcome.process.wall_s, 4))
+        self.cpus.append(round(outcome.process.cpu_s, 4))
+        self.rss.append(int(rss_file.read_text()))
+        self.peaks = dict(_STATISTICS.findall(outcome.process.stdout + outcome.process.stderr))
+
+    def into(self, result: PerfResult) -> None:
+        """Add the run-side metrics of the runs so far, and the executed counts (emulated targets)."""
+        walls, cpus = self.walls, self.cpus
+        result.samples.update(wall_s=walls, cpu_s=cpus)
+        result.metrics.update(wall_s_min=min(walls), wall_s_median=statistics.median(walls),
+                              cpu_s_min=min(cpus), cpu_s_median=statistics.median(cpus), peak_rss_kb=max(self.rss))
+        if self.peaks:
+            result.metrics["iree_peak_bytes"] = sum(int(v) for v in self.peaks.values())
+        if self.runner.qemu is not None:
+            try:
+                executed = measure_executed(self.session, self.model, self.runner, self.work / "executed")
+            except ToolMissing as exc:
+                result.notes.append(f"no executed counts: {exc}")
+                return
+            totals = executed.attribution["dispatch_totals"]
+            result.metrics.update(executed_dispatch_instructions=totals["instructions"],
+                                  executed_dispatch_vector=totals["vector"])
+            result.executed = executed.snapshot(self.model.name, self.runner.target.name)
+
+
+def measure_performance(session: RvvSession, model: Model, target: Target, runner: Runner | None,
+                        repeat: int) -> PerfResult:
+    """Compile-side metrics always; run-side metrics when ``runner`` is given."""
+    result = compile_side(session, model, target, runner)
     if runner is None:
         result.notes.append("run-side metrics need a runtime for this target")
         return result
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-perf-") as tmp:
-        work = Path(tmp)
-        probe = build_c(session.store, "pytest_rvv.perf", ("rss_probe.c",), "rss_probe", shared=False)
-        reference = session.reference(model)
-        walls, cpus, rss = [], [], []
-        for i in range(repeat):
-            rss_file = work / f"rss_{i}.txt"
-            outcome = runner.run(artifact, reference.inputs, work / "run", len(reference.outputs),
-                                 session.settings.timeout_s, launcher=(str(probe), str(rss_file)),
-                                 runtime_args=("--print_statistics",))
-            agreement = compare(outcome.outputs, reference.outputs, model.tolerance)
-            assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
-                f"{model.name} on {target.name} disagrees with onnxruntime\n{agreement.report()}\n"
-                f"repro: {outcome.repro}"
-            )
-            walls.append(round(outcome.process.wall_s, 4))
-            cpus.append(round(outcome.process.cpu_s, 4))
-            rss.append(int(rss_file.read_text()))
-            peaks = dict(_STATISTICS.findall(outcome.process.stdout + outcome.process.stderr))
-        result.samples.update(wall_s=walls, cpu_s=cpus)
-        result.metrics.update(wall_s_min=min(walls), wall_s_median=statistics.median(walls),
-                              cpu_s_min=min(cpus), cpu_s_median=statistics.median(cpus), peak_rss_kb=max(rss))
-        if peaks:
-            result.metrics["iree_peak_bytes"] = sum(int(v) for v in peaks.values())
-        if runner.qemu is not None:
-            try:
-                executed = measure_executed(session, model, runner, work / "executed")
-                totals = executed.attribution["dispatch_totals"]
-                result.metrics.update(executed_dispatch_instructions=totals["instructions"],
-                                      executed_dispatch_vector=totals["vector"])
-            except ToolMissing as exc:
-                result.notes.append(f"no executed counts: {exc}")
+        runs = TimedRuns(session, model, runner, Path(tmp))
+        for _ in range(repeat):
+            runs.once()
+        runs.into(result)
     return result

@@ -1,0 +1,223 @@
+"""Two toolchains side by side on one model x target, in one run on one machine (``--rvv-compare``).
+
+Both compile through the same cache and run on the same runner kind; timed runs interleave
+(A B, B A, ...) so the machine's drift falls on both. The verdict reuses the upgrade review:
+executed work added beyond ``added_work`` percent fails, per dispatch (matched across
+renumbering) and per model; sizes and smaller moves are churn; less work is an improvement.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_rvv.analyze.asmdiff import dispatch_listing, mnemonic_changes, unified
+from pytest_rvv.analyze.gate import GateResult, check_gate, delta_text
+from pytest_rvv.analyze.matching import match_dispatches, pair_name
+from pytest_rvv.analyze.static import analyze
+from pytest_rvv.errors import CompileFailed, RuntimeNotProvided
+from pytest_rvv.machine import Machine
+from pytest_rvv.model.model import Model
+from pytest_rvv.perf.measure import PerfResult, TimedRuns, compile_side
+from pytest_rvv.perf.metrics import MACHINE_BOUND, PORTABLE, split
+from pytest_rvv.perf.reference import References
+from pytest_rvv.perf.verdict import PerfVerdict, judge
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.session import RvvSession
+from pytest_rvv.targets import HOST, Target
+
+SHOWN_DISPATCHES = 12
+SHOWN_ASM_LINES = 30
+
+
+@dataclass(frozen=True)
+class DispatchChange:
+    """One matched dispatch whose counts differ: reference (before) and under test (after)."""
+
+    name: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+    before_key: str
+    after_key: str
+
+    @property
+    def added(self) -> int:
+        return int(self.after["instructions"]) - int(self.before["instructions"])
+
+
+@dataclass
+class ToolchainComparison:
+    """The side-by-side result of one model x target: verdicts, changed dispatches, the asm diff."""
+
+    model: str
+    target: str
+    under_test: str  # compiler version lines
+    reference: str
+    counted: str = "executed"  # what the dispatch counts are: executed (emulated runs) or static
+    verdict: PerfVerdict | None = None
+    gate: GateResult | None = None  # dispatch-level work (executed) or static vectorization
+    changes: list[DispatchChange] = field(default_factory=list)  # most added work first
+    unmatched: list[str] = field(default_factory=list)
+    churn: int = 0
+    asm: tuple[str, list[str]] | None = None  # (dispatch, unified diff lines)
+    asm_mix: str = ""  # the mnemonics whose count moved in that dispatch
+    notes: list[str] = field(default_factory=list)
+    results: tuple[PerfResult, PerfResult] | None = None  # (under test, reference)
+
+    @property
+    def regressions(self) -> list[str]:
+        rows = self.verdict.rows if self.verdict else []
+        return [*(self.gate.failures if self.gate else []),
+                *(f"{r.metric}: {r.change()} ({r.note})" for r in rows if not r.ok)]
+
+    @property
+    def improvements(self) -> list[str]:
+        better = self.gate.improvements if self.gate else []
+        rows = self.verdict.rows if self.verdict else []
+        return [*better, *(f"{r.metric} {r.change()}" for r in rows if r.status == "improved")]
+
+    @property
+    def work(self) -> tuple[str, float, float] | None:
+        """(metric, reference, under test) of the model's work: executed instructions, else static ones."""
+        if self.results is None:
+            return None
+        now, before = (r.metrics for r in self.results)
+        for metric in ("executed_dispatch_instructions", "static_instructions"):
+            if metric in now and metric in before:
+                return metric, before[metric], now[metric]
+        return None
+
+    @property
+    def time_ratio(self) -> tuple[float, float, float] | None:
+        """Under test / reference CPU time: of the fastest runs, and the spread over the interleaved pairs."""
+        if self.results is None:
+            return None
+        now, before = (r.samples.get("cpu_s", []) for r in self.results)
+        pairs = [a / b for a, b in zip(now, before, strict=False) if b > 0]
+        if not pairs or not min(before):
+            return None
+        return min(now) / min(before), min(pairs), max(pairs)
+
+    def summary(self) -> dict[str, Any]:
+        """What the terminal summary and reports show (plain data: it crosses xdist)."""
+        return {"model": self.model, "target": self.target, "under_test": self.under_test,
+                "reference": self.reference, "work": self.work, "counted": self.counted, "time": self.time_ratio,
+                "dispatches": [(c.name, c.before["instructions"], c.after["instructions"]) for c in self.changes[:3]],
+                "changed": len(self.changes), "churn": self.churn, "unmatched": len(self.unmatched),
+                "regressions": self.regressions, "improvements": self.improvements, "notes": self.notes}
+
+    def render(self, asm_lines: int = SHOWN_ASM_LINES) -> str:
+        """The dispatch table, the metric table and the top of the largest change's asm diff."""
+        lines = [f"under test: {self.under_test}", f"reference:  {self.reference}"]
+        if self.changes:
+            lines.append(f"dispatches whose {self.counted} instructions moved (reference -> under test), "
+                         "most added work first:")
+            for change in self.changes[:SHOWN_DISPATCHES]:
+                b, a = change.before, change.after
+                lines.append(f"  {change.name}: {b['instructions']} -> {a['instructions']} "
+                             f"({delta_text(b['instructions'], a['instructions'])}); vector {b['vector']} -> "
+                             f"{a['vector']}")
+            if len(self.changes) > SHOWN_DISPATCHES:
+                lines.append(f"  ... and {len(self.changes) - SHOWN_DISPATCHES} more")
+        elif self.gate is not None:
+            lines.append(f"no dispatch's {self.counted} instruction count moved")
+        lines += [f"  {line}" for line in self.unmatched]
+        if self.churn:
+            lines.append(f"  {self.churn} dispatches moved within the threshold (churn)")
+        if self.verdict is not None and self.verdict.rows:
+            lines.append(self.verdict.render())
+        if self.asm is not None:
+            name, diff = self.asm
+            shown = diff[:asm_lines]
+            lines.append(f"disassembly of {name} (reference -> under test, addresses normalized): "
+                         f"{self.asm_mix}; {len(shown)} of {len(diff)} diff lines:" if diff else
+                         f"disassembly of {name}: identical (the change is elsewhere: data, schedule or a callee)")
+            lines += [f"  {line}" for line in shown]
+        return "\n".join(lines + self.notes)
+
+
+def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Model, target: Target, repeat: int,
+                       limits: dict[str, float], added_work: float, strict: bool,
+                       max_share_drop: float) -> ToolchainComparison:
+    """Compile, check and measure ``model`` on ``target`` with both sessions' toolchains, and judge.
+
+    A compile failure of the toolchain under test raises (the test fails); one of the reference is
+    a note (the toolchain under test compiles what the reference could not).
+    """
+    comparison = ToolchainComparison(model.name, target.name, under_test.toolchain.compiler_version,
+                                     reference.toolchain.compiler_version)
+    runner_a, runner_b = _runner(under_test, target), _runner(reference, target)
+    result_a = compile_side(under_test, model, target, runner_a)
+    try:
+        result_b = compile_side(reference, model, target, runner_b)
+    except CompileFailed as exc:
+        comparison.notes.append(f"improvement: the reference toolchain could not compile it ({exc})")
+        return comparison
+    if runner_a is not None and runner_b is not None:
+        with tempfile.TemporaryDirectory(prefix="pytest-rvv-ab-") as tmp:
+            runs_a = TimedRuns(under_test, model, runner_a, Path(tmp) / "a")
+            runs_b = TimedRuns(reference, model, runner_b, Path(tmp) / "b")
+            for i in range(repeat):  # interleaved, alternating which goes first
+                for runs in ((runs_a, runs_b) if i % 2 == 0 else (runs_b, runs_a)):
+                    runs.once()
+            runs_a.into(result_a)
+            runs_b.into(result_b)
+    else:
+        comparison.notes.append("run-side metrics need a runtime for this target for both toolchains")
+    comparison.results = (result_a, result_b)
+    comparison.verdict = _judge_metrics(result_b, result_a, target, limits, added_work, strict, under_test.machine)
+    if result_a.executed is not None and result_b.executed is not None:
+        before, after = result_b.executed, result_a.executed
+    elif target.arch != HOST:
+        comparison.counted = "static"
+        before = analyze(reference.artifact(model, target)).snapshot()
+        after = analyze(under_test.artifact(model, target)).snapshot()
+    else:
+        return comparison
+    comparison.gate = check_gate(before, after, target, max_share_drop, work=comparison.counted == "executed",
+                                 added_work=None if strict else added_work)
+    comparison.churn = comparison.gate.churn
+    _dispatch_changes(comparison, before, after)
+    if comparison.changes and target.arch != HOST:
+        top = comparison.changes[0]
+        arch = target.arch
+        old = dispatch_listing(reference.artifact(model, target).executables, arch, top.before_key)
+        new = dispatch_listing(under_test.artifact(model, target).executables, arch, top.after_key)
+        comparison.asm = (top.name, unified(old, new, f"reference/{top.before_key}", f"under-test/{top.after_key}"))
+        comparison.asm_mix = mnemonic_changes(old, new)
+    return comparison
+
+
+def _runner(session: RvvSession, target: Target) -> Runner | None:
+    try:
+        return session.runner(target)
+    except RuntimeNotProvided:
+        return None
+
+
+def _judge_metrics(reference: PerfResult, now: PerfResult, target: Target, limits: dict[str, float],
+                   added_work: float, strict: bool, machine: Machine) -> PerfVerdict:
+    """The metric rows of ``now`` against the reference toolchain's, by the upgrade review's rules."""
+    parts = split(reference.metrics, target)
+    label = "the reference toolchain"
+    refs = References(
+        portable={"metrics": parts[PORTABLE], "samples": {}, "toolchain": reference.toolchain},
+        portable_path=Path(label),
+        machine={"metrics": parts[MACHINE_BOUND], "samples": reference.samples},
+        machine_path=Path(label), other_machines=())
+    verdict = judge(refs, now, target, limits, machine, strict=strict, added_work=added_work)
+    verdict.upgrade = None  # both versions head the comparison already
+    return verdict
+
+
+def _dispatch_changes(comparison: ToolchainComparison, before: dict[str, Any], after: dict[str, Any]) -> None:
+    old, new = before["dispatches"], after["dispatches"]
+    matching = match_dispatches(old, new)
+    changes = [DispatchChange(pair_name(a, b), old[a], new[b], a, b) for a, b in matching.pairs
+               if old[a]["instructions"] != new[b]["instructions"] or old[a]["vector"] != new[b]["vector"]]
+    comparison.changes = sorted(changes, key=lambda c: (-c.added, c.name))
+    comparison.unmatched = [f"{k}: only in the reference ({old[k]['instructions']} instructions)"
+                            for k in matching.removed]
+    comparison.unmatched += [f"{k}: only under test ({new[k]['instructions']} instructions)" for k in matching.added]

@@ -1,0 +1,77 @@
+"""The terminal section of a toolchain comparison: every model x target ranked by the work it adds.
+
+Only formats what perf/ab.py decided (recorded on each test's report, so it works under xdist).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_rvv.analyze.gate import delta_text
+
+COMPARISON_PROPERTY = "rvv_toolchain_comparison"
+
+
+def _added(record: dict[str, Any]) -> float:
+    work = record.get("work")
+    if not work or not work[1]:
+        return 0.0
+    return (work[2] - work[1]) / work[1]
+
+
+def _status(record: dict[str, Any]) -> str:
+    """REGRESSED (fails), more work (within the threshold), less work, churn (code moved, work did not), same."""
+    if record["regressions"]:
+        return "REGRESSED"
+    added = _added(record)
+    if added > 0:
+        return "more work"
+    if added < 0:
+        return "less work"
+    return "churn" if record["changed"] or record["unmatched"] or record["improvements"] else "same"
+
+
+def comparison_lines(records: list[dict[str, Any]]) -> list[str]:
+    """One line per model x target, most added work first; identical ones counted in one line."""
+    lines = []
+    versions = {(r["reference"], r["under_test"]) for r in records}
+    for reference, under_test in sorted(versions):
+        lines += [f"reference:  {reference}", f"under test: {under_test}"]
+    same = [r for r in records if _status(r) == "same"]
+    for record in sorted((r for r in records if _status(r) != "same"), key=lambda r: (-_added(r), r["model"])):
+        work = record.get("work")
+        what = "executed" if record["counted"] == "executed" else "static"
+        moved = (f"{what} {int(work[1])} -> {int(work[2])} instructions ({delta_text(int(work[1]), int(work[2]))})"
+                 if work else "no work measured")
+        top = "; ".join(f"{name} {before} -> {after} ({delta_text(before, after)})"
+                        for name, before, after in record["dispatches"][:2])
+        counts = f"{record['changed']} dispatches moved" + (f", {record['churn']} churn" if record["churn"] else "")
+        if record.get("time"):
+            ratio, low, high = record["time"]
+            counts += f"; CPU time x{ratio:.2f} (pairs x{low:.2f}..x{high:.2f})"
+        lines.append(f"{_status(record):>9}  {record['model']} on {record['target']}: {moved}; {counts}"
+                     + (f"; {top}" if top else ""))
+        lines += [f"           {line}" for line in record["regressions"][:3] + record["notes"][:2]]
+    if same:
+        lines.append(f"{len(same)} model x target with identical dispatch counts")
+    return lines
+
+
+class ComparisonSummary:
+    """Collects comparisons from test reports (controller side) and prints them ranked."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.records += [value for name, value in report.user_properties if name == COMPARISON_PROPERTY]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.records:
+            return
+        terminalreporter.section("rvv toolchain comparison (most added work first)", sep="-")
+        for line in comparison_lines(self.records):
+            terminalreporter.write_line(line)

@@ -1,0 +1,166 @@
+"""A reproducer folder for one regressed model x target of a toolchain comparison.
+
+Everything a compiler engineer needs, with no pytest-rvv: the prepared .onnx, each toolchain's
+imported MLIR, the seeded inputs and onnxruntime's outputs (.npy), both compilers' version lines,
+``compile.sh`` (the exact compile flags; each compiler dumps every dispatch's executable source
+and assembly), ``run.sh`` (both modules run the way the suite ran them, QEMU with its vlen
+included, times and outputs checked), the riscv64 runtime for a riscv64 target, and a README
+with the commands that show the difference. Written once here, and run once (``compile.sh``)
+so the folder already holds the dumps.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from pytest_rvv.model.model import Model
+from pytest_rvv.perf.ab import ToolchainComparison
+from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
+from pytest_rvv.session import RvvSession
+from pytest_rvv.targets import HOST, RISCV64, Target
+
+SIDES = ("reference", "under-test")
+_CHECK = '''"""Compare each side's outputs with onnxruntime's (expected_*.npy): max abs error per output."""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+here = Path(__file__).parent
+expected = sorted(here.glob("expected_*.npy"))
+for side in sys.argv[1:]:
+    for path in expected:
+        got = here / side / path.name.replace("expected", "output")
+        if not got.is_file():
+            print(f"{side}: {got.name} missing")
+            continue
+        error = float(np.max(np.abs(np.load(got).astype(np.float64) - np.load(path).astype(np.float64))))
+        print(f"{side}: {got.name} max abs error vs onnxruntime {error:.3g}")
+'''
+
+
+def write_repro(directory: Path, comparison: ToolchainComparison, under_test: RvvSession, reference: RvvSession,
+                model: Model, target: Target) -> Path:
+    """Write (and compile once) the reproducer of ``comparison`` into ``directory``; return its README."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    shutil.copyfile(under_test.prepared(model), directory / "model.onnx")
+    expected = under_test.reference(model)
+    for i, array in enumerate(expected.inputs):
+        np.save(directory / f"input_{i}.npy", array, allow_pickle=False)
+    for i, array in enumerate(expected.outputs):
+        np.save(directory / f"expected_{i}.npy", array, allow_pickle=False)
+    sessions = dict(zip(SIDES, (reference, under_test), strict=True))
+    compilers, functions = {}, {}
+    for side, session in sessions.items():
+        imported = session.imported(model)
+        shutil.copyfile(imported.path, directory / f"{side}.mlir")
+        compilers[side] = session.toolchain.iree_compile
+        functions[side] = imported.function
+    (directory / "versions.txt").write_text("".join(
+        f"{side}: {session.toolchain.compiler_version}\n  from {session.toolchain.origin}\n"
+        for side, session in sessions.items()))
+    flags = " ".join(shlex.quote(f) for f in target.compiler_flags())
+    compile_lines = ["#!/usr/bin/env bash", "# Compile the model with both compilers (override their paths with the "
+                     "variables); each dumps", "# its dispatches' executable sources and assembly into <side>/.",
+                     "set -euo pipefail", 'cd "$(dirname "$0")"']
+    for side, compiler in compilers.items():
+        var = f"IREE_COMPILE_{side.upper().replace('-', '_')}"
+        compile_lines += [
+            f": \"${{{var}:={shlex.quote(str(compiler))}}}\"",
+            f"mkdir -p {side}",
+            f"\"${var}\" {side}.mlir {flags} --iree-hal-dump-executable-sources-to={side}/sources "
+            f"--iree-hal-dump-executable-intermediates-to={side}/intermediates -o {side}/module.vmfb",
+            f"echo \"{side}: $(\"${var}\" --version | grep 'compiler version') -> {side}/module.vmfb "
+            f"($(stat -c %s {side}/module.vmfb) bytes)\""]
+    _script(directory / "compile.sh", compile_lines)
+    _script(directory / "run.sh", _run_lines(directory, sessions, functions, target, len(expected.inputs),
+                                             len(expected.outputs)))
+    (directory / "check.py").write_text(_CHECK)
+    _script(directory / "dispatch.sh", [
+        "#!/usr/bin/env bash", "# The assembly of one dispatch, from <side>/intermediates/*.s (written by compile.sh):",
+        "#   bash dispatch.sh reference dispatch_15_conv_128x4x4x32x3x3_f32", "set -euo pipefail",
+        'cd "$(dirname "$0")"',
+        """awk -v name="$2" '$0 ~ ("[$_]" name ":$") {on=1} on {print} on && /^[.]Lfunc_end/ {exit}' \\""",
+        '    "$1"/intermediates/*.s'])
+    if comparison.asm is not None:
+        (directory / "asm.diff").write_text("\n".join(comparison.asm[1]) + "\n")
+    readme = directory / "README.md"
+    readme.write_text(_readme(comparison, target))
+    subprocess.run(["bash", str(directory / "compile.sh")], capture_output=True, text=True, timeout=3600,
+                   check=False)
+    return readme
+
+
+def _run_lines(directory: Path, sessions: dict[str, RvvSession], functions: dict[str, str], target: Target,
+               inputs: int, outputs: int) -> list[str]:
+    lines = ["#!/usr/bin/env bash", "# Run both modules the way pytest-rvv did, on the seeded inputs; print the "
+             "time and each output's error.", "set -euo pipefail", 'cd "$(dirname "$0")"']
+    args = " ".join(f"--input=@input_{i}.npy" for i in range(inputs))
+    for side, session in sessions.items():
+        runtime = session.runtime(target.arch)
+        if target.arch == RISCV64:  # no registry ships one: the folder carries it
+            local = directory / "bin" / "iree-run-module-riscv64"
+            local.parent.mkdir(exist_ok=True)
+            shutil.copyfile(runtime.executable, local)
+            local.chmod(0o755)
+            exe = "bin/iree-run-module-riscv64"
+        else:
+            exe = shlex.quote(str(runtime.executable))
+        var = f"IREE_RUN_MODULE_{side.upper().replace('-', '_')}"
+        lines.append(f": \"${{{var}:={exe}}}\"")
+        prefix = ""
+        if target.arch != HOST:
+            qemu = session.qemu(target.arch)
+            sysroot = f" -L {shlex.quote(str(runtime.sysroot))}" if runtime.sysroot else ""
+            lines.append(f": \"${{QEMU:={shlex.quote(str(qemu.path))}}}\"  # QEMU >= 9; vlen must match the target")
+            prefix = f"\"$QEMU\" -cpu {target.emulator_cpu} -R {GUEST_ADDRESS_SPACE}{sysroot} "
+        outs = " ".join(f"--output=@{side}/output_{i}.npy" for i in range(outputs))
+        lines += [f"echo '== {side}'",
+                  f"time {prefix}\"${var}\" --device=local-sync --module={side}/module.vmfb "
+                  f"--function={functions[side]} {args} {outs} --print_statistics"]
+    lines.append(f"python3 check.py {' '.join(SIDES)}")
+    return lines
+
+
+def _script(path: Path, lines: list[str]) -> None:
+    path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o755)
+
+
+def _readme(comparison: ToolchainComparison, target: Target) -> str:
+    top = comparison.changes[0] if comparison.changes else None
+    diff = ""
+    if top is not None:
+        index = [key.split("_")[1] for key in (top.before_key, top.after_key)]
+        diff = (f"# the dispatch that added the most work, {top.name}: its assembly, then its source\n"
+                f"diff -u <(bash dispatch.sh reference {top.before_key}) <(bash dispatch.sh under-test {top.after_key})"
+                f"\ndiff -u reference/sources/*_dispatch_{index[0]}.mlir "
+                f"under-test/sources/*_dispatch_{index[1]}.mlir\n")
+    return f"""# {comparison.model} on {target.name}: under test vs reference
+
+Written by pytest-rvv's toolchain comparison. What it found:
+
+```
+{comparison.render(asm_lines=60)}
+```
+
+## Show the difference
+
+```sh
+bash compile.sh   # both compilers: <side>/module.vmfb, <side>/sources/*.mlir, <side>/intermediates/*.s
+bash run.sh       # both modules on the seeded inputs: time, IREE's peak memory, error vs onnxruntime
+{diff}```
+
+`compile.sh` and `run.sh` name the compilers, runtime and QEMU they use in variables at the top
+(`IREE_COMPILE_REFERENCE`, `IREE_COMPILE_UNDER_TEST`, `IREE_RUN_MODULE_*`, `QEMU`): set them to run
+on another machine. Inputs: `input_*.npy` (seeded), onnxruntime's outputs: `expected_*.npy`,
+the prepared model: `model.onnx`, each toolchain's import of it: `<side>.mlir`, versions:
+`versions.txt`; `asm.diff`: the disassembly diff pytest-rvv showed, in full. Executed instruction
+counts come from pytest-rvv's QEMU plugin; under plain QEMU, `run.sh` shows the time.
+"""
