@@ -110,7 +110,7 @@ class ToolchainComparison:
 
     def render(self, asm_lines: int = SHOWN_ASM_LINES) -> str:
         """The dispatch table, the metric table and the top of the largest change's asm diff."""
-        lines = [f"under test: {self.under_test}", f"reference:  {self.reference}"]
+        lines = [f"reference:  {self.reference}", f"under test: {self.under_test}"]
         if self.changes:
             lines.append(f"dispatches whose {self.counted} instructions moved (reference -> under test), "
                          "most added work first:")

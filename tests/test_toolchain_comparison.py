@@ -1,0 +1,126 @@
+"""Two toolchains side by side in one run (--rvv-compare), through real compiles, QEMU and onnxruntime."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_rvv.compile.toolchain import find_toolchain
+
+from .conftest import SUITES
+
+VECTOR = "rv64gcv-zvl256b"
+# An iree-compile that drops the vector extension from every target: a deliberate regression built from flags.
+NO_VECTOR_WRAPPER = """#!/usr/bin/env bash
+shopt -s extglob
+real={real}
+if [[ " $* " == *" --version "* ]]; then "$real" --version | sed 's/\\(compiler version .*\\)/\\1 (+v dropped)/'; exit; fi
+args=()
+for a in "$@"; do a="${{a//,+v/}}"; args+=("${{a//,+zvl+([0-9])b/}}"); done
+exec "$real" "${{args[@]}}"
+"""
+
+
+def build_dir(path: Path, script: str | None = None) -> Path:
+    """An IREE "build directory" whose bin/iree-compile is the installed wheel's binary (or a wrapper of it)."""
+    (path / "bin").mkdir(parents=True)
+    real = find_toolchain().iree_compile
+    compiler = path / "bin" / "iree-compile"
+    if script is None:
+        compiler.symlink_to(real)
+    else:
+        compiler.write_text(script.format(real=real))
+        compiler.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def comparison_project(project):
+    project.write(suite=False)
+    (project.path / "performance").mkdir()
+    shutil.copy(SUITES / "performance" / "test_toolchains.py", project.path / "performance")
+    return project
+
+
+def test_without_a_reference_the_comparisons_are_deselected(comparison_project):
+    result = comparison_project.run("performance", "--rvv-models=mlp", f"--rvv-targets={VECTOR}")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["*1 deselected*"])
+
+
+def test_a_deliberate_regression_fails_named_by_dispatch_and_the_reverse_passes(comparison_project, tmp_path):
+    scalar = build_dir(tmp_path / "no-vector", NO_VECTOR_WRAPPER)
+    wheel = build_dir(tmp_path / "wheel")
+    repro = tmp_path / "repro"
+    result = comparison_project.run("performance", "--rvv-models=mlp", f"--rvv-targets={VECTOR}",
+                                    f"--rvv-iree-build={scalar}", f"--rvv-compare={wheel}", f"--rvv-repro={repro}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "rvv: compare: reference IREE compiler version * (your IREE build *wheel)*",
+        "*the toolchain under test adds work: mlp on rv64gcv-zvl256b",
+        "*dispatch_*: was vectorized (* vector of * instructions), now scalar (0 vector of * instructions)",
+        "dispatches whose executed instructions moved (reference -> under test), most added work first:",
+        "disassembly of dispatch_* (reference -> under test, addresses normalized): *",
+        f"reproducer: {repro}/mlp-{VECTOR}/README.md",
+        "REGRESSED  mlp on rv64gcv-zvl256b: executed * -> * instructions *",
+    ])
+    assert (repro / f"mlp-{VECTOR}" / "asm.diff").read_text().count("\n") > 3
+
+    reverse = comparison_project.run("performance", "--rvv-models=mlp", f"--rvv-targets={VECTOR}",
+                                     f"--rvv-compare={scalar}")
+    reverse.assert_outcomes(passed=1)
+    reverse.stdout.fnmatch_lines(["*less work  mlp on rv64gcv-zvl256b: executed * -> * instructions (-*"])
+
+
+def test_the_same_toolchain_twice_is_refused_in_one_line(comparison_project, tmp_path):
+    result = comparison_project.run("performance", "--rvv-models=mlp", f"--rvv-compare={build_dir(tmp_path / 'w')}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --rvv-compare */w: this is the toolchain under test itself (IREE compiler "
+                                 "version *); name another release, wheel or build"])
+
+
+@pytest.mark.parametrize(("spec", "line"), [
+    ("iree-base-compiler==0.0.1", "ERROR: --rvv-compare iree-base-compiler==0.0.1: pip cannot install it: ERROR: "
+                                  "No matching distribution found for iree-base-compiler==0.0.1"),
+    ("iree base compiler!", "ERROR: --rvv-compare 'iree base compiler!': not a directory, a wheel or a pip "
+                            "requirement (*)"),
+    ("{tmp}", "ERROR: --rvv-compare {tmp}: no iree-compile in tools/, bin/, install/bin/; build the iree-compile "
+              "target (or install) there first"),
+])
+def test_a_reference_that_cannot_be_had_is_one_line(comparison_project, tmp_path, spec, line):
+    result = comparison_project.run("performance", "--rvv-models=mlp", f"--rvv-compare={spec.format(tmp=tmp_path)}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([line.format(tmp=tmp_path)])
+
+
+def test_two_real_releases_a_dispatch_table_and_a_reproducer_that_works_elsewhere(comparison_project, tmp_path):
+    """iree-base-compiler 3.12.0 (from PyPI, installed once into the tools cache) vs the installed 3.13.0."""
+    repro = tmp_path / "repro"
+    result = comparison_project.run("performance", "--rvv-models=squeezenet1.1", f"--rvv-targets={VECTOR}",
+                                    "--rvv-compare=iree-base-compiler==3.12.0", "--rvv-strict-baselines",
+                                    f"--rvv-repro={repro}")
+    result.assert_outcomes(failed=1)  # strict: any moved dispatch fails
+    result.stdout.fnmatch_lines([
+        "reference:  IREE compiler version 3.12.0*", "under test: IREE compiler version 3.13.0*",
+        "dispatches whose executed instructions moved (reference -> under test), most added work first:",
+        "  dispatch_*_conv_*: * -> * (+*); vector * -> *",
+    ])
+    table = result.outlines.index(
+        "dispatches whose executed instructions moved (reference -> under test), most added work first:")
+    name = result.outlines[table + 1].split(":")[0].strip()  # the one adding the most work
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(repro / f"squeezenet1.1-{VECTOR}", copy)
+    for side in ("reference", "under-test"):
+        shutil.rmtree(copy / side)
+    readme = (copy / "README.md").read_text()
+    assert "bash compile.sh" in readme and "bash run.sh" in readme and f"bash dispatch.sh reference {name}" in readme
+    subprocess.run(["bash", "compile.sh"], cwd=copy, check=True, capture_output=True)
+    run = subprocess.run(["bash", "run.sh"], cwd=copy, check=True, capture_output=True, text=True)
+    assert "reference: output_0.npy max abs error vs onnxruntime" in run.stdout
+    assert "under-test: output_0.npy max abs error vs onnxruntime" in run.stdout
+    listings = [subprocess.run(["bash", "dispatch.sh", side, name], cwd=copy, check=True, capture_output=True,
+                               text=True).stdout for side in ("reference", "under-test")]
+    assert all(listings) and listings[0] != listings[1]
