@@ -1,4 +1,4 @@
-"""The ``pytest-rvv`` command: ``doctor``, ``models`` and ``build-runtime``."""
+"""The ``pytest-rvv`` command: ``doctor``, ``models``, ``build-runtime``, ``bisect`` and ``bisect-run``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,21 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--source", metavar="DIR|TARBALL", help=f"IREE source tree or .tar.xz (default ${SOURCE_ENV})")
     build.add_argument("--tools-dir", metavar="DIR", type=Path, help="default $PYTEST_RVV_TOOLS_DIR or "
                        "~/.cache/pytest-rvv/tools")
+    bisect = commands.add_parser(
+        "bisect", help="find the first IREE release whose verdict on a pytest selection is bad: "
+                       "pytest-rvv bisect --good 3.9.0 --bad 3.13.0 -- PYTEST-ARGS")
+    bisect.add_argument("--good", required=True, metavar="VERSION", help="a release whose selection passes")
+    bisect.add_argument("--bad", required=True, metavar="VERSION", help="a newer release whose selection fails")
+    bisect.add_argument("--index-url", metavar="URL", help="pip's index (e.g. one of nightly builds)")
+    bisect.add_argument("--find-links", metavar="URL|DIR", action="append", default=[], help="pip's --find-links")
+    bisect.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the pytest arguments")
+    bisect_run = commands.add_parser(
+        "bisect-run", help="a `git bisect run` step in an IREE checkout: exit 0 good, 1 bad, 125 cannot test")
+    bisect_run.add_argument("--build", type=Path, default=Path("build"), metavar="DIR",
+                            help="the IREE build directory to test (default: build)")
+    bisect_run.add_argument("--build-cmd", metavar="CMD", help="build this commit first (e.g. 'cmake --build build "
+                            "--target iree-compile'); its failure is exit 125")
+    bisect_run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the pytest arguments")
     for sub in (doctor, models, build):
         for option in OPTIONS:
             sub.add_argument(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
@@ -66,6 +81,22 @@ def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def bisect_command(args: argparse.Namespace) -> int:
+    from pytest_rvv.bisect import bisect_releases, bisect_run
+    from pytest_rvv.run.qemu import default_tools_dir
+
+    pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+
+    def log(line: str) -> None:
+        print(f"[{args.command}] {line}", flush=True)
+
+    if args.command == "bisect-run":
+        return bisect_run(args.build.resolve(), pytest_args, Path.cwd(), args.build_cmd, log)
+    pip_args = (("--index-url", args.index_url) if args.index_url else ()) + tuple(
+        arg for link in args.find_links for arg in ("--find-links", link))
+    return bisect_releases(args.good, args.bad, pytest_args, default_tools_dir(), Path.cwd(), pip_args, log)
+
+
 def load_settings(args: argparse.Namespace) -> Settings:
     pyproject = find_pyproject(Path.cwd())
     root = pyproject.parent if pyproject else Path.cwd()
@@ -87,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_doctor(settings)
         if args.command == "build-runtime":
             return build_runtime_command(args, settings)
+        if args.command in ("bisect", "bisect-run"):
+            return bisect_command(args)
         if args.command == "models":
             from pytest_rvv.model.catalog import describe_models
 

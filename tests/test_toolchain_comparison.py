@@ -17,7 +17,9 @@ VECTOR = "rv64gcv-zvl256b"
 NO_VECTOR_WRAPPER = """#!/usr/bin/env bash
 shopt -s extglob
 real={real}
-if [[ " $* " == *" --version "* ]]; then "$real" --version | sed 's/\\(compiler version .*\\)/\\1 (+v dropped)/'; exit; fi
+if [[ " $* " == *" --version "* ]]; then
+  "$real" --version | sed 's/\\(compiler version .*\\)/\\1 (+v dropped)/'; exit
+fi
 args=()
 for a in "$@"; do a="${{a//,+v/}}"; args+=("${{a//,+zvl+([0-9])b/}}"); done
 exec "$real" "${{args[@]}}"

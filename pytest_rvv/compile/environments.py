@@ -49,7 +49,8 @@ class Resolved:
     label: str  # e.g. "iree-base-compiler==3.12.0"
 
 
-def toolchain_from_spec(spec: str, tools_dir: Path, option: str = "--rvv-compare") -> Toolchain:
+def toolchain_from_spec(spec: str, tools_dir: Path, option: str = "--rvv-compare",
+                        pip_args: tuple[str, ...] = ()) -> Toolchain:
     """The toolchain SPEC names (see the module docstring); one ConfigError line when it cannot be had."""
     spec = spec.strip()
     if not spec:
@@ -61,8 +62,8 @@ def toolchain_from_spec(spec: str, tools_dir: Path, option: str = "--rvv-compare
             return find_toolchain(path.resolve(), option)
         except Exception as exc:
             raise ConfigError(str(exc)) from None
-    resolved = _resolve(spec, path, option)
-    env = _install(resolved, tools_dir / ENVS, spec, option)
+    resolved = _resolve(spec, path, option, pip_args)
+    env = _install(resolved, tools_dir / ENVS, spec, option, pip_args)
     site = env / "site"
     compiler = site / "iree" / "compiler" / "_mlir_libs" / "iree-compile"
     if not compiler.is_file():
@@ -74,7 +75,19 @@ def toolchain_from_spec(spec: str, tools_dir: Path, option: str = "--rvv-compare
                      described=f"{resolved.label} (environment {env})", package_release=resolved.release)
 
 
-def _resolve(spec: str, path: Path, option: str) -> Resolved:
+def environment_of(toolchain: Toolchain) -> Path:
+    """The environment directory holding ``toolchain`` (usable as an IREE build directory)."""
+    return toolchain.iree_import_onnx.parent
+
+
+def released_versions(package: str = COMPILER, pip_args: tuple[str, ...] = ()) -> list[str]:
+    """Every release of ``package`` pip can see (``pip index versions``), newest first."""
+    proc = _pip(["index", "versions", package], package, "pip index versions", pip_args)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("Available versions:")), "")
+    return [v.strip() for v in line.removeprefix("Available versions:").split(",") if v.strip()]
+
+
+def _resolve(spec: str, path: Path, option: str, pip_args: tuple[str, ...]) -> Resolved:
     if spec.endswith(".whl"):
         if not path.is_file():
             raise ConfigError(f"{option} {spec}: no such wheel file")
@@ -89,14 +102,14 @@ def _resolve(spec: str, path: Path, option: str) -> Resolved:
         raise ConfigError(f"{option} {spec!r}: not a directory, a wheel or a pip requirement ({reason})") from None
     name = requirement.name.lower().replace("_", "-")
     pins = [s.version for s in requirement.specifier if s.operator == "=="]
-    release = pins[0] if len(pins) == 1 and "*" not in pins[0] else _pip_resolves(spec, option)
+    release = pins[0] if len(pins) == 1 and "*" not in pins[0] else _pip_resolves(spec, option, pip_args)
     if name != COMPILER:
         return Resolved((f"{requirement.name}=={release}",), release, f"{requirement.name}=={release}")
     return Resolved((f"{COMPILER}=={release}", f"{RUNTIME}=={release}"), release, f"{COMPILER}=={release}")
 
 
-def _pip(args: list[str], spec: str, option: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "pip", *args, "--disable-pip-version-check", "--only-binary", ":all:"]
+def _pip(args: list[str], spec: str, option: str, pip_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pip", *args, *pip_args, "--disable-pip-version-check"]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -109,10 +122,11 @@ def _pip(args: list[str], spec: str, option: str) -> subprocess.CompletedProcess
     return proc
 
 
-def _pip_resolves(spec: str, option: str) -> str:
+def _pip_resolves(spec: str, option: str, pip_args: tuple[str, ...]) -> str:
     """The version pip would install for ``spec`` (``pip install --dry-run --report``)."""
-    proc = _pip(["install", "--dry-run", "--no-deps", "--quiet", "--ignore-installed", "--report", "-", spec],
-                spec, option)
+    proc = _pip(["install", "--only-binary", ":all:", "--dry-run", "--no-deps", "--quiet", "--ignore-installed",
+                 "--report", "-", spec],
+                spec, option, pip_args)
     try:
         installs = json.loads(proc.stdout)["install"]
         return str(installs[0]["metadata"]["version"])
@@ -120,7 +134,7 @@ def _pip_resolves(spec: str, option: str) -> str:
         raise ConfigError(f"{option} {spec}: pip resolved nothing to install") from None
 
 
-def _install(resolved: Resolved, envs: Path, spec: str, option: str) -> Path:
+def _install(resolved: Resolved, envs: Path, spec: str, option: str, pip_args: tuple[str, ...]) -> Path:
     """The environment directory for ``resolved``, installed once (under a lock, renamed into place)."""
     key = digest(["iree-env-v1", *resolved.requirements, f"{sys.version_info.major}.{sys.version_info.minor}"])[:24]
     env = envs / key
@@ -134,8 +148,9 @@ def _install(resolved: Resolved, envs: Path, spec: str, option: str) -> Path:
         tmp = envs / f".{key}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _pip(["install", "--no-deps", "--quiet", "--target", str(tmp / "site"), *resolved.requirements],
-                 spec, option)
+            _pip(["install", "--only-binary", ":all:", "--no-deps", "--quiet", "--target", str(tmp / "site"),
+                  *resolved.requirements],
+                 spec, option, pip_args)
             (tmp / "iree-import-onnx").write_text(_IMPORTER.format(python=sys.executable))
             (tmp / "iree-import-onnx").chmod(0o755)
             (tmp / DONE).write_text(json.dumps({"spec": spec, "requirements": resolved.requirements,

@@ -74,7 +74,9 @@ def _packaged_iree_compile() -> Path | None:
 
 
 # Where an IREE build or install directory keeps its tools.
-BUILD_TOOL_DIRS = ("tools", "bin", "install/bin", "compiler/bindings/python/iree/compiler/_mlir_libs")
+BUILD_TOOL_DIRS = ("tools", "bin", "install/bin", "compiler/bindings/python/iree/compiler/_mlir_libs",
+                   # a toolchain environment of pytest-rvv (compile/environments.py: --rvv-compare, bisect)
+                   "site/iree/compiler/_mlir_libs", "site/iree/_runtime_libs", ".")
 
 
 def _in_build(build_dir: Path, name: str) -> Path | None:

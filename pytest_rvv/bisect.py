@@ -1,0 +1,177 @@
+"""Bisect IREE with a pytest selection as the verdict: released versions (pip), or commits (git bisect run).
+
+``pytest-rvv bisect --good 3.9.0 --bad 3.13.0 -- PYTEST-ARGS`` walks the releases pip can see
+between the two, installs each once into the tools cache (compile/environments.py), runs the
+selection with it (``PYTEST_RVV_IREE_BUILD`` = its environment) and names the first bad release
+with both compilers' commits. A release that cannot be installed is skipped, like
+``git bisect skip``. ``pytest-rvv bisect-run`` is the script for ``git bisect run`` in an IREE
+checkout: exit 0 good, 1 bad, 125 cannot test.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from pytest_rvv.compile.environments import COMPILER, environment_of, released_versions, toolchain_from_spec
+from pytest_rvv.compile.toolchain import BUILD_TOOL_DIRS, Toolchain
+from pytest_rvv.errors import ConfigError
+
+GOOD, BAD, SKIP = "good", "bad", "skip"
+BUILD_ENV = "PYTEST_RVV_IREE_BUILD"
+GIT_GOOD, GIT_BAD, GIT_SKIP = 0, 1, 125
+
+
+@dataclass
+class Step:
+    """One tested version: its verdict, the compiler's version line (or why it could not be tested)."""
+
+    version: str
+    verdict: str
+    detail: str
+    seconds: float
+
+
+def versions_between(available: Sequence[str], good: str, bad: str) -> list[str]:
+    """The releases from ``good`` to ``bad`` inclusive, oldest first; one ConfigError line for a bad range."""
+    parsed = {}
+    for v in available:
+        try:
+            parsed[v] = Version(v)
+        except InvalidVersion:
+            continue
+    for flag, value in (("--good", good), ("--bad", bad)):
+        if value not in parsed:
+            shown = ", ".join(list(parsed)[:8])
+            raise ConfigError(f"{flag} {value}: not a release of {COMPILER} that pip can see (newest: {shown}); "
+                              "use --index-url/--find-links for other builds")
+    if parsed[good] >= parsed[bad]:
+        raise ConfigError(f"bisect range in the wrong order: --good {good} is not older than --bad {bad}")
+    return sorted((v for v, p in parsed.items() if parsed[good] <= p <= parsed[bad]), key=parsed.__getitem__)
+
+
+def run_selection(build: Path, pytest_args: Sequence[str], cwd: Path) -> tuple[int, str]:
+    """pytest's exit code and summary line for ``pytest_args`` with the IREE build or environment ``build``."""
+    env = {**os.environ, BUILD_ENV: str(build)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", *pytest_args], cwd=cwd, env=env, check=False,
+                          capture_output=True, text=True)
+    lines = [ln.strip("= ") for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    return proc.returncode, (lines[-1] if lines else "no output")
+
+
+def verdict_of(code: int) -> str:
+    """pytest's exit code as a bisect verdict: 0 good, 1 (tests failed) bad, anything else untestable."""
+    return GOOD if code == 0 else BAD if code == 1 else SKIP
+
+
+class ReleaseBisect:
+    """Bisect released versions; ``test(version) -> Step`` is injectable for the algorithm's own tests."""
+
+    def __init__(self, versions: list[str], test: Callable[[str], Step], log: Callable[[str], None]) -> None:
+        self.versions = versions
+        self.test = test
+        self.log = log
+        self.steps: dict[str, Step] = {}
+
+    def _check(self, index: int, total: int) -> Step:
+        version = self.versions[index]
+        self.log(f"step {len(self.steps) + 1} of at most {total}: {version} ...")
+        step = self.test(version)
+        self.steps[version] = step
+        self.log(f"{version}: {step.verdict} ({step.seconds:.0f} s){'; ' + step.detail if step.detail else ''}")
+        return step
+
+    def run(self) -> tuple[int, list[str]]:
+        """(exit code, report lines): 0 when a first bad release is named, 1 when it cannot be."""
+        n = len(self.versions)
+        total = 2 + max(0, (n - 2).bit_length())
+        good = self._check(0, total)
+        if good.verdict != GOOD:
+            return 1, [f"--good {self.versions[0]} is already {good.verdict}: {good.detail or 'its tests fail'}; "
+                       "pick an older good release"]
+        bad = self._check(n - 1, total)
+        if bad.verdict != BAD:
+            return 1, [f"--bad {self.versions[-1]} is {bad.verdict}: {bad.detail or 'its tests pass'}; "
+                       "nothing to bisect"]
+        lo, hi, skipped = 0, n - 1, set()
+        while hi - lo > 1:
+            untested = [i for i in range(lo + 1, hi) if i not in skipped]
+            if not untested:
+                break
+            mid = min(untested, key=lambda i: abs(i - (lo + hi) / 2))
+            verdict = self._check(mid, total).verdict
+            if verdict == GOOD:
+                lo = mid
+            elif verdict == BAD:
+                hi = mid
+            else:
+                skipped.add(mid)
+        first, last = self.versions[hi], self.versions[lo]
+        lines = []
+        if hi - lo > 1:
+            between = ", ".join(self.versions[lo + 1:hi])
+            lines.append(f"the first bad release is one of {between}, {first}: {between} could not be tested")
+        elif n == 2:
+            lines.append(f"no release lies between {last} and {first}: the first bad release is {first}")
+        lines += [f"first bad release: {first} ({self.steps[first].detail})",
+                  f"last good release: {last} ({self.steps[last].detail})"]
+        commits = [_commit(self.steps[v].detail) for v in (last, first)]
+        if all(commits):
+            lines.append(f"next, in IREE: git log {commits[0]}..{commits[1]}")
+        return (0 if hi - lo == 1 else 1), lines
+
+
+def _commit(version_line: str) -> str | None:
+    parts = version_line.split("@")
+    return parts[1].split()[0][:12] if len(parts) > 1 and parts[1].split() else None
+
+
+def bisect_releases(good: str, bad: str, pytest_args: Sequence[str], tools_dir: Path, cwd: Path,
+                    pip_args: tuple[str, ...] = (), log: Callable[[str], None] = print) -> int:
+    """``pytest-rvv bisect``: exit 0 with the first bad release named, 1 when it cannot be, 2 on bad input."""
+    versions = versions_between(released_versions(COMPILER, pip_args), good, bad)
+    log(f"{len(versions)} releases from {good} to {bad}: {', '.join(versions)}; selection: "
+        f"pytest {shlex.join(pytest_args)}")
+
+    def test(version: str) -> Step:
+        start = time.monotonic()
+        try:
+            toolchain: Toolchain = toolchain_from_spec(f"{COMPILER}=={version}", tools_dir, "bisect", pip_args)
+        except ConfigError as exc:
+            return Step(version, SKIP, f"cannot be installed: {exc}", time.monotonic() - start)
+        code, summary = run_selection(environment_of(toolchain), pytest_args, cwd)
+        detail = toolchain.compiler_version if verdict_of(code) != SKIP else \
+            f"pytest exited {code} (not a test verdict: {summary}) with {toolchain.compiler_version}"
+        log(f"{version}: pytest: {summary}")
+        return Step(version, verdict_of(code), detail, time.monotonic() - start)
+
+    code, lines = ReleaseBisect(versions, test, log).run()
+    for line in lines:
+        log(line)
+    return code
+
+
+def bisect_run(build: Path, pytest_args: Sequence[str], cwd: Path, build_command: str | None = None,
+               log: Callable[[str], None] = print) -> int:
+    """``pytest-rvv bisect-run``: one ``git bisect run`` step (0 good, 1 bad, 125 cannot test)."""
+    if build_command:
+        built = subprocess.run(build_command, shell=True, cwd=cwd, check=False)
+        if built.returncode != 0:
+            log(f"bisect-run: the build command exited {built.returncode}: cannot test this commit (125)")
+            return GIT_SKIP
+    if not any((build / sub / "iree-compile").is_file() for sub in BUILD_TOOL_DIRS):
+        log(f"bisect-run: {build} holds no iree-compile (looked in {', '.join(BUILD_TOOL_DIRS[:3])}): cannot test "
+            "this commit (125)")
+        return GIT_SKIP
+    code, summary = run_selection(build, pytest_args, cwd)
+    verdict = verdict_of(code)
+    log(f"bisect-run: pytest exited {code} ({summary}): {verdict}")
+    return {GOOD: GIT_GOOD, BAD: GIT_BAD}.get(verdict, GIT_SKIP)

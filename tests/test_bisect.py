@@ -1,0 +1,129 @@
+"""Bisect: releases through pip (pytest-rvv bisect) and commits (pytest-rvv bisect-run for git bisect run)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_rvv.analyze.static import analyze
+from pytest_rvv.bisect import BAD, GOOD, SKIP, ReleaseBisect, Step, versions_between
+from pytest_rvv.compile.compiler import Compiler
+from pytest_rvv.compile.environments import toolchain_from_spec
+from pytest_rvv.errors import ConfigError
+from pytest_rvv.model.prepare import prepare
+from pytest_rvv.settings import Settings
+from pytest_rvv.store import Store
+from pytest_rvv.targets import BUILTIN_TARGETS
+
+from .conftest import SUITES, USER_CACHE, USER_TOOLS
+from .test_toolchain_comparison import NO_VECTOR_WRAPPER, build_dir
+
+RELEASES = ["3.13.0", "3.12.0", "3.11.0", "3.10.0", "3.9.0", "3.8.0"]
+
+
+def bisect(first_bad: str | None, untestable: frozenset[str] = frozenset(), versions=None):
+    versions = versions or versions_between(RELEASES, "3.8.0", "3.13.0")
+    tested: list[str] = []
+
+    def test(version: str) -> Step:
+        tested.append(version)
+        if version in untestable:
+            return Step(version, SKIP, "cannot be installed", 0)
+        bad = first_bad is not None and versions.index(version) >= versions.index(first_bad)
+        return Step(version, BAD if bad else GOOD, f"IREE compiler version {version} @ {version.replace('.', '')}0a", 0)
+
+    code, lines = ReleaseBisect(versions, test, lambda line: None).run()
+    return code, lines, tested
+
+
+def test_the_first_bad_release_is_named_with_both_commits_in_few_steps():
+    code, lines, tested = bisect("3.11.0")
+    assert code == 0
+    assert lines == ["first bad release: 3.11.0 (IREE compiler version 3.11.0 @ 31100a)",
+                     "last good release: 3.10.0 (IREE compiler version 3.10.0 @ 31000a)",
+                     "next, in IREE: git log 31000a..31100a"]
+    assert len(tested) <= 4
+
+
+def test_good_already_bad_and_bad_that_passes_are_said_plainly():
+    code, lines, _ = bisect("3.8.0")
+    assert code == 1 and lines[0].startswith("--good 3.8.0 is already bad")
+    code, lines, _ = bisect(None)
+    assert code == 1 and lines[0].startswith("--bad 3.13.0 is good")
+
+
+def test_an_untestable_release_is_skipped_like_git_bisect_skip():
+    code, lines, tested = bisect("3.11.0", untestable=frozenset({"3.10.0"}))
+    assert "3.10.0" in tested and code == 1
+    assert lines[0] == "the first bad release is one of 3.10.0, 3.11.0: 3.10.0 could not be tested"
+
+
+def test_no_release_between_two_neighbours():
+    code, lines, _ = bisect("3.13.0", versions=["3.12.0", "3.13.0"])
+    assert code == 0 and lines[0] == "no release lies between 3.12.0 and 3.13.0: the first bad release is 3.13.0"
+
+
+def test_a_range_in_the_wrong_order_or_an_unknown_release_is_one_line():
+    with pytest.raises(ConfigError, match=r"^bisect range in the wrong order: --good 3.13.0 is not older than --bad "
+                                          r"3.9.0$"):
+        versions_between(RELEASES, "3.13.0", "3.9.0")
+    with pytest.raises(ConfigError, match=r"^--bad 9.9.9: not a release of iree-base-compiler that pip can see"):
+        versions_between(RELEASES, "3.9.0", "9.9.9")
+    assert versions_between(RELEASES, "3.9.0", "3.11.0") == ["3.9.0", "3.10.0", "3.11.0"]
+
+
+def static_counts(version: str, model, target) -> dict:
+    """The static snapshot of ``model`` compiled by release ``version`` (library calls, not the bisect)."""
+    toolchain = toolchain_from_spec(f"iree-base-compiler=={version}", USER_TOOLS)
+    compiler = Compiler(toolchain, Store(USER_CACHE))
+    imported = compiler.import_onnx(model.name, prepare(model, USER_CACHE), model.opset)
+    snapshot = analyze(compiler.compile(model.name, imported, target)).snapshot()
+    return {"totals": snapshot["totals"], "dispatches": snapshot["dispatches"]}
+
+
+def test_bisect_over_three_real_releases_names_the_first_that_changed_the_code(project, monkeypatch):
+    """The selection: squeezenet's static vectorization snapshot, recorded with 3.11.0, compared exactly."""
+    target = BUILTIN_TARGETS["rv64gcv-zvl256b"]
+    model = Settings.resolve(lambda option: None, {}, Path.cwd()).known_models["squeezenet1.1"]
+    counts = {v: static_counts(v, model, target) for v in ("3.11.0", "3.12.0", "3.13.0")}
+    changed = [v for v in ("3.12.0", "3.13.0") if counts[v] != counts["3.11.0"]]
+    assert changed, "3.11.0 .. 3.13.0 compile squeezenet1.1 identically: pick another selection"
+    project.write(suite=False)
+    shutil.copytree(SUITES / "vectorization", project.path / "vectorization",
+                    ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
+    selection = ["vectorization/test_static_vectorization.py", "--rvv-models=squeezenet1.1",
+                 f"--rvv-targets={target.name}", "--rvv-strict-baselines", "-p", "no:cacheprovider"]
+    env311 = toolchain_from_spec("iree-base-compiler==3.11.0", USER_TOOLS).iree_import_onnx.parent
+    record = subprocess.run([sys.executable, "-m", "pytest", *selection, "--snapshot-update"], cwd=project.path,
+                            env={**os.environ, "PYTEST_RVV_IREE_BUILD": str(env311)}, capture_output=True, text=True)
+    assert record.returncode == 0, record.stdout[-2000:]
+    run = subprocess.run([sys.executable, "-m", "pytest_rvv.cli", "bisect", "--good", "3.11.0", "--bad", "3.13.0",
+                          "--", *selection], cwd=project.path, capture_output=True, text=True)
+    assert f"[bisect] first bad release: {changed[0]} (IREE compiler version {changed[0]}" in run.stdout, run.stdout
+    assert "[bisect] next, in IREE: git log " in run.stdout
+    assert run.returncode == 0
+
+
+def test_bisect_run_exit_codes_for_git_bisect_run(project, tmp_path):
+    project.write(suite=False)
+    shutil.copytree(SUITES / "vectorization", project.path / "vectorization",
+                    ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
+    selection = ["vectorization/test_static_vectorization.py", "--rvv-models=mlp", "--rvv-targets=rv64gcv-zvl256b",
+                 "--rvv-strict-baselines", "-p", "no:cacheprovider"]
+    wheel, scalar = build_dir(tmp_path / "wheel"), build_dir(tmp_path / "no-vector", NO_VECTOR_WRAPPER)
+
+    def step(build: Path, *extra: str) -> int:
+        return subprocess.run([sys.executable, "-m", "pytest_rvv.cli", "bisect-run", f"--build={build}", *extra,
+                               "--", *selection], cwd=project.path, capture_output=True, text=True).returncode
+
+    subprocess.run([sys.executable, "-m", "pytest", *selection, "--snapshot-update"], cwd=project.path, check=True,
+                   env={**os.environ, "PYTEST_RVV_IREE_BUILD": str(wheel)}, capture_output=True)
+    assert step(wheel) == 0  # the recorded code: good
+    assert step(scalar) == 1  # +v dropped: the snapshot's vectorized dispatches are scalar now: bad
+    assert step(tmp_path / "empty") == 125  # nothing built here: cannot test
+    assert step(wheel, "--build-cmd=exit 3") == 125  # the build failed: cannot test
