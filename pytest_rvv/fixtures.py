@@ -211,7 +211,10 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
             pytest.fail(str(exc), pytrace=False)
         comparison = compare_toolchains(rvv_session, reference, rvv_model, rvv_target, settings.perf_repeat,
                                         limits, settings.added_work_percent, strict, settings.max_vector_share_drop)
-        record_property(COMPARISON_PROPERTY, comparison.summary())
+        record = comparison.summary()
+        if request.config.getoption("rvv_report"):  # the report file holds every change and the whole asm diff
+            record["detail"] = comparison.render(asm_lines=1 << 30)
+        record_property(COMPARISON_PROPERTY, record)
         failures = comparison.regressions
         if failures and not request.config.getoption("rvv_compare_report_only"):
             where = Path(request.config.getoption("rvv_repro") or settings.cache_dir / "repro")

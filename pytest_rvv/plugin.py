@@ -47,7 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="rewrite snapshots (as --snapshot-update does), performance baselines and expected-failure "
                          "lists from this run; use after a deliberate toolchain or flag change")
     group.addoption("--rvv-report", default=None, metavar="DIR",
-                    help="write the performance results as JSON, Markdown (Table 1) and PNG plots into DIR")
+                    help="write the performance results as JSON, Markdown (Table 1) and PNG plots into DIR, and a "
+                         "toolchain comparison's every change with its whole asm diff (comparison.md)")
     group.addoption("--rvv-compare-report-only", action="store_true", default=False,
                     help="with --rvv-compare: report the side-by-side comparison without failing on added work")
     group.addoption("--rvv-repro", default=None, metavar="DIR",
@@ -93,7 +94,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = RvvSession(settings, expected)
     if reference is not None:
         config.stash[REFERENCE_KEY] = RvvSession(settings, expected, toolchain=reference)
-    config.pluginmanager.register(ComparisonSummary(), "rvv-toolchain-comparison")
+    config.pluginmanager.register(ComparisonSummary(config.getoption("rvv_report")),
+                                  "rvv-toolchain-comparison")
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "rvv-fixtures")
     known_ids = {f"{m}-{t}" for m in settings.every_model_name for t in settings.known_targets}

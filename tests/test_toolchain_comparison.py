@@ -58,7 +58,8 @@ def test_a_deliberate_regression_fails_named_by_dispatch_and_the_reverse_passes(
     wheel = build_dir(tmp_path / "wheel")
     repro = tmp_path / "repro"
     result = comparison_project.run("performance", "--rvv-models=mlp", f"--rvv-targets={VECTOR}",
-                                    f"--rvv-iree-build={scalar}", f"--rvv-compare={wheel}", f"--rvv-repro={repro}")
+                                    f"--rvv-iree-build={scalar}", f"--rvv-compare={wheel}", f"--rvv-repro={repro}",
+                                    f"--rvv-report={tmp_path / 'report'}")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "rvv: compare: reference IREE compiler version * (your IREE build *wheel)*",
@@ -69,7 +70,11 @@ def test_a_deliberate_regression_fails_named_by_dispatch_and_the_reverse_passes(
         f"reproducer: {repro}/mlp-{VECTOR}/README.md",
         "REGRESSED  mlp on rv64gcv-zvl256b: executed * -> * instructions *",
     ])
-    assert (repro / f"mlp-{VECTOR}" / "asm.diff").read_text().count("\n") > 3
+    diff = (repro / f"mlp-{VECTOR}" / "asm.diff").read_text()
+    assert diff.count("\n") > 3
+    report = (tmp_path / "report" / "comparison.md").read_text()
+    assert "## mlp on rv64gcv-zvl256b: REGRESSED" in report
+    assert "\n".join(f"  {line}" for line in diff.splitlines()) in report  # the whole diff, not the terminal's top
 
     reverse = comparison_project.run("performance", "--rvv-models=mlp", f"--rvv-targets={VECTOR}",
                                      f"--rvv-compare={scalar}")

@@ -5,11 +5,13 @@ Only formats what perf/ab.py decided (recorded on each test's report, so it work
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_rvv.analyze.gate import delta_text
+from pytest_rvv.store import atomic_write_bytes
 
 COMPARISON_PROPERTY = "rvv_toolchain_comparison"
 
@@ -59,11 +61,25 @@ def comparison_lines(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def write_comparison(directory: Path, records: list[dict[str, Any]]) -> Path:
+    """``comparison.md``: the ranked lines, then every model x target's full comparison (asm diff included)."""
+    parts = ["# pytest-rvv toolchain comparison", "", "```", *comparison_lines(records), "```"]
+    for record in sorted(records, key=lambda r: (-_added(r), r["model"], r["target"])):
+        if record.get("detail"):
+            parts += ["", f"## {record['model']} on {record['target']}: {_status(record)}", "", "```",
+                      record["detail"], "```"]
+    path = directory / "comparison.md"
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, ("\n".join(parts) + "\n").encode())
+    return path
+
+
 class ComparisonSummary:
     """Collects comparisons from test reports (controller side) and prints them ranked."""
 
-    def __init__(self) -> None:
+    def __init__(self, report_dir: str | None = None) -> None:
         self.records: list[dict[str, Any]] = []
+        self.report_dir = report_dir
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
@@ -75,3 +91,5 @@ class ComparisonSummary:
         terminalreporter.section("rvv toolchain comparison (most added work first)", sep="-")
         for line in comparison_lines(self.records):
             terminalreporter.write_line(line)
+        if self.report_dir and not hasattr(terminalreporter.config, "workerinput"):
+            terminalreporter.write_line(f"report: {write_comparison(Path(self.report_dir), self.records)}")
