@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_rvv.errors import ConfigError
+from pytest_rvv.profile.cores import Core, core, default_cores
 
 RISCV64 = "riscv64"
 AARCH64 = "aarch64"
@@ -44,6 +45,7 @@ class Target:
     abi: str = ""
     description: str = ""
     builtin: bool = field(default=False, compare=False)
+    silicon: tuple[str, ...] | None = None  # llvm-mca cores to estimate on ("spacemit-x60@1.6"); None: defaults
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHITECTURES:
@@ -57,6 +59,27 @@ class Target:
         if not self.emulator_cpu:
             object.__setattr__(self, "emulator_cpu", _default_emulator_cpu(self))
         self.check_emulator_vlen()
+        if self.silicon is None:
+            cores = default_cores(self.has_vector, self.emulator_vlen) if self.arch == RISCV64 else ()
+            object.__setattr__(self, "silicon", cores)
+        self.cores()  # refuse unknown cores and VLEN mismatches now
+
+    def cores(self) -> tuple[Core, ...]:
+        """The silicon cores this target is estimated on; a core whose VLEN is not the run's is refused.
+
+        The executed blocks depend on VLEN, so an estimate for a core comes only from a run at that
+        core's VLEN (scalar code runs the same at any VLEN).
+        """
+        where = f"target {self.name!r}"
+        cores = tuple(core(spec, where) for spec in self.silicon or ())
+        if cores and self.arch != RISCV64:
+            raise ConfigError(f"{where}: silicon estimates need a riscv64 target, not {self.arch}")
+        for c in cores:
+            if self.has_vector and c.vlen != self.emulator_vlen:
+                raise ConfigError(f"{where}: silicon core {c.name} has VLEN {c.vlen} but this target runs at "
+                                  f"vlen={self.emulator_vlen}: its executed blocks would not be the core's; "
+                                  f"estimate it from a target at vlen={c.vlen}")
+        return cores
 
     @property
     def has_vector(self) -> bool:
@@ -173,7 +196,7 @@ BUILTIN_TARGETS: dict[str, Target] = {
 }
 
 _TARGET_KEYS = {
-    "extends", "arch", "features", "extra-flags", "cpu", "emulator-cpu", "triple", "abi", "description",
+    "extends", "arch", "features", "extra-flags", "cpu", "emulator-cpu", "triple", "abi", "description", "silicon",
 }
 
 
@@ -215,6 +238,10 @@ def target_from_table(name: str, table: Mapping[str, Any], known: Mapping[str, T
     features = strings("features")
     extra = strings("extra-flags") or ()
     fields: dict[str, Any] = {"name": name, "builtin": False}
+    silicon = strings("silicon")
+    # None re-derives the default cores (for the target's own VLEN) unless the table names them
+    fields["silicon"] = silicon if silicon is not None else (
+        None if base is None or features is not None or "emulator-cpu" in table else base.silicon)
     for key, attr in (("arch", "arch"), ("cpu", "cpu"), ("triple", "triple"), ("abi", "abi"),
                       ("description", "description"), ("emulator-cpu", "emulator_cpu")):
         if key in table:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import functools
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,19 +114,48 @@ class _Library:
         instructions = disassemble(elf, arch)
         return cls(text_vaddr, text, instructions, [i.address for i in instructions])
 
+    @functools.cached_property
+    def _offsets(self) -> dict[bytes, list[int]]:
+        """Offsets in .text of every 8-byte window at an even offset (instructions are 2-byte aligned)."""
+        index: dict[bytes, list[int]] = {}
+        for at in range(0, len(self.text) - 7, 2):
+            index.setdefault(self.text[at:at + 8], []).append(at)
+        return index
+
     def load_base(self, blocks: list[Block]) -> int | None:
         """Where the runtime loaded this library, voted by blocks whose first bytes occur once in .text."""
         votes: Counter[int] = Counter()
         for block in blocks:
             if len(block.head) < 8:
                 continue
-            at = self.text.find(block.head)
-            if at >= 0 and self.text.find(block.head, at + 1) < 0:
-                votes[block.vaddr - (self.text_vaddr + at)] += block.n_insns
+            found = [at for at in self._offsets.get(block.head[:8], ()) if self.text.startswith(block.head, at)]
+            if len(found) == 1:
+                votes[block.vaddr - (self.text_vaddr + found[0])] += block.n_insns
         if not votes:
             return None
         base, weight = votes.most_common(1)[0]
         return base if weight >= MIN_VOTES else None
+
+
+@functools.lru_cache(maxsize=16)
+def _library(elf: Path, arch: str) -> _Library:
+    """A dispatch library, disassembled once per process (cache paths are content-addressed)."""
+    return _Library.load(elf, arch)
+
+
+def walk_blocks(counts: ExecutedCounts, executables: tuple[Path, ...],
+                arch: str) -> Iterator[tuple[Block, list[Instruction], int]]:
+    """Every executed block inside a loaded dispatch library: (block, the library's instructions, index of
+    the block's first one). The block's instructions are ``instructions[index:index + block.n_insns]``."""
+    for elf in executables:
+        library = _library(elf, arch)
+        base = library.load_base(counts.blocks)
+        if base is None:
+            continue
+        start, end = base + library.text_vaddr, base + library.text_vaddr + len(library.text)
+        for block in counts.blocks:
+            if start <= block.vaddr < end and block.execs:
+                yield block, library.instructions, bisect.bisect_left(library.addresses, block.vaddr - base)
 
 
 def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) -> dict[str, Any]:
@@ -135,21 +166,12 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
     exactly as the static analysis classifies it.
     """
     per_dispatch: dict[str, Counter[str]] = {}
-    for elf in executables:
-        library = _Library.load(elf, arch)
-        base = library.load_base(counts.blocks)
-        if base is None:
-            continue
-        start, end = base + library.text_vaddr, base + library.text_vaddr + len(library.text)
-        for block in counts.blocks:
-            if not start <= block.vaddr < end or not block.execs:
-                continue
-            i = bisect.bisect_left(library.addresses, block.vaddr - base)
-            for insn in library.instructions[i:i + block.n_insns]:
-                cls = classify_riscv(insn.mnemonic)[0] if arch == "riscv64" else \
-                    classify_aarch64(insn.mnemonic, insn.operands)[0]
-                key = dispatch_key(insn.function) if insn.function != OUTSIDE else OUTSIDE
-                per_dispatch.setdefault(key, Counter())[cls] += block.execs
+    for block, instructions, i in walk_blocks(counts, executables, arch):
+        for insn in instructions[i:i + block.n_insns]:
+            cls = classify_riscv(insn.mnemonic)[0] if arch == "riscv64" else \
+                classify_aarch64(insn.mnemonic, insn.operands)[0]
+            key = dispatch_key(insn.function) if insn.function != OUTSIDE else OUTSIDE
+            per_dispatch.setdefault(key, Counter())[cls] += block.execs
     dispatches = {}
     for key in sorted(per_dispatch, key=natural_order):
         c = per_dispatch[key]
