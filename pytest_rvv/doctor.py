@@ -13,7 +13,9 @@ from pathlib import Path
 from pytest_rvv.compile.toolchain import find_toolchain
 from pytest_rvv.errors import RvvError, ToolMissing
 from pytest_rvv.process import run_process
+from pytest_rvv.profile.cores import CORES
 from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
+from pytest_rvv.profile.silicon import MCA, mca_version
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.runtime_build import commit_mismatch
 from pytest_rvv.run.runtimes import AARCH64_SYSROOT, AARCH64_WHEEL_PLATFORM, host_runtime
@@ -91,6 +93,11 @@ def diagnose(settings: Settings) -> Iterator[Finding]:
     cc = shutil.which("cc") or shutil.which("gcc")
     yield Finding("C compiler (QEMU plugin)", cc is not None, cc or "not found", "apt-get install gcc", required=False)
     yield _probe("executed-count plugin", lambda: _plugin_loads(settings), f"{SETUP} qemu", required=False)
+    mca = find_executable(MCA)
+    cores = ", ".join(f"{c.name} (VLEN {c.vlen})" for c in CORES.values())
+    yield Finding(f"{MCA} (silicon estimates)", mca is not None,
+                  f"{mca_version(mca)} ({mca}); cores {cores}" if mca else "not found: no silicon estimates",
+                  "apt-get install llvm-22", required=False)
     yield _cache_dir(settings.cache_dir)
 
 

@@ -11,8 +11,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytest_rvv.run.qemu import default_tools_dir
+from pytest_rvv.errors import ToolMissing
+from pytest_rvv.profile.plugin import build_plugin, check_plugin_support
+from pytest_rvv.run.qemu import default_tools_dir, find_qemu
 from pytest_rvv.settings import default_cache_dir
+from pytest_rvv.store import Store
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 # pytester points HOME at a temporary directory: pin the real cache and QEMU locations first, so
@@ -115,3 +118,13 @@ def without_riscv64_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
         (tools / qemu.name).symlink_to(qemu)
     monkeypatch.setenv("PYTEST_RVV_TOOLS_DIR", str(tools))
     return tools
+
+
+@pytest.fixture(scope="session")
+def plugin() -> Path:
+    """The rvv_counter QEMU plugin, built once into the cache (skips with the reason when it cannot be)."""
+    try:
+        check_plugin_support(find_qemu("riscv64"))
+        return build_plugin(Store(USER_CACHE))
+    except ToolMissing as exc:
+        pytest.skip(str(exc))

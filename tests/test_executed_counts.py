@@ -65,15 +65,6 @@ def vadd(tmp_path_factory) -> Path:
     return folder / "vadd"
 
 
-@pytest.fixture(scope="module")
-def plugin() -> Path:
-    try:
-        check_plugin_support(find_qemu("riscv64"))
-        return build_plugin(Store(USER_CACHE))
-    except ToolMissing as exc:
-        pytest.skip(str(exc))
-
-
 def count(program: Path, target: Target, plugin: Path, out: Path, elements: bool = True):
     qemu = find_qemu("riscv64")
     argv = [str(qemu.path), "-cpu", target.emulator_cpu, *plugin_option(plugin, out, elements), str(program)]

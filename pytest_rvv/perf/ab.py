@@ -203,7 +203,8 @@ def _judge_metrics(reference: PerfResult, now: PerfResult, target: Target, limit
     parts = split(reference.metrics, target)
     label = "the reference toolchain"
     refs = References(
-        portable={"metrics": parts[PORTABLE], "samples": {}, "toolchain": reference.toolchain},
+        portable={"metrics": parts[PORTABLE], "samples": {}, "toolchain": reference.toolchain,
+                  "silicon": reference.silicon},
         portable_path=Path(label),
         machine={"metrics": parts[MACHINE_BOUND], "samples": reference.samples},
         machine_path=Path(label), other_machines=())

@@ -77,7 +77,9 @@ def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str
             old = load_baseline(path) if path.exists() else None
             data = {"model": model, "target": target, "toolchain": toolchain,
                     "metrics": _steady(old, portable, ratios or {}), "recorded_on": machine["name"]}
-            summary.append(_write(path, data, ("metrics", "toolchain")))
+            if record.get("silicon"):  # estimated cycles per dispatch: the dispatch-level diff of a failing estimate
+                data["silicon"] = record["silicon"]
+            summary.append(_write(path, data, ("metrics", "toolchain", "silicon")))
         if bound:
             data = {"model": model, "target": target, "toolchain": toolchain, "metrics": bound,
                     "samples": record["samples"], "machine": machine}

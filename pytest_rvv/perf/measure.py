@@ -16,7 +16,9 @@ from pytest_rvv.cbuild import build_c
 from pytest_rvv.compare.agreement import compare
 from pytest_rvv.errors import ToolMissing
 from pytest_rvv.model.model import Model
-from pytest_rvv.profile.measure import measure_executed
+from pytest_rvv.perf.metrics import silicon_metric
+from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
+from pytest_rvv.profile.silicon import estimate
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.targets import HOST, Target
@@ -35,10 +37,12 @@ class PerfResult:
     samples: dict[str, list[float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     executed: dict[str, Any] | None = None  # executed counts per dispatch (emulated targets), not in as_json
+    silicon: dict[str, dict[str, int]] = field(default_factory=dict)  # core -> estimated cycles per dispatch
 
     def as_json(self) -> dict[str, Any]:
-        return {"model": self.model, "target": self.target, "toolchain": self.toolchain, "metrics": self.metrics,
-                "samples": self.samples}
+        record = {"model": self.model, "target": self.target, "toolchain": self.toolchain, "metrics": self.metrics,
+                  "samples": self.samples}
+        return record | ({"silicon": self.silicon} if self.silicon else {})
 
 
 def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:
@@ -114,6 +118,23 @@ class TimedRuns:
             result.metrics.update(executed_dispatch_instructions=totals["instructions"],
                                   executed_dispatch_vector=totals["vector"])
             result.executed = executed.snapshot(self.model.name, self.runner.target.name)
+            self._estimate(executed, result)
+
+    def _estimate(self, executed: ExecutedMeasurement, result: PerfResult) -> None:
+        """Estimated silicon cycles on the target's cores (llvm-mca), a portable metric per core."""
+        target = self.runner.target
+        if not target.cores():
+            return
+        try:
+            estimates = estimate(executed.counts, self.artifact.executables, target.arch, target.cores(),
+                                 self.session.store)
+        except ToolMissing as exc:
+            result.notes.append(f"no silicon estimates: {exc}")
+            return
+        for name, found in estimates.items():
+            result.metrics[silicon_metric(name)] = found.total
+            result.silicon[name] = found.dispatches
+            result.toolchain["llvm_mca"] = found.llvm_mca
 
 
 def measure_performance(session: RvvSession, model: Model, target: Target, runner: Runner | None,

@@ -55,9 +55,25 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 )}
 
 
+SILICON = "est_cycles"  # est_cycles@<core>: estimated cycles on a silicon core (llvm-mca), one metric per core
+
+
+def silicon_metric(core: str) -> str:
+    return f"{SILICON}@{core}"
+
+
+def metric_info(name: str) -> Metric | None:
+    """The Metric of ``name``, per-core silicon estimates included."""
+    family, _, core = name.partition("@")
+    if family == SILICON and core:
+        return Metric(name, PORTABLE, "cycles", f"estimated cycles on {core} (llvm-mca per executed block)",
+                      work=True)
+    return METRICS.get(name)
+
+
 def kind_of(metric: str, target: Target) -> str:
     """The kind of ``metric`` on ``target``: everything of the ``host`` target is machine-bound."""
-    known = METRICS.get(metric)
+    known = metric_info(metric)
     kind = known.kind if known else PORTABLE
     if target.arch == HOST and kind == PORTABLE:
         return MACHINE_BOUND

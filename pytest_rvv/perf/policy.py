@@ -29,6 +29,7 @@ DEFAULT_TOLERANCES: dict[str, float] = {
     "executed_dispatch_instructions": EXACT,
     "executed_dispatch_vector": EXACT,
     "iree_peak_bytes": EXACT,
+    "est_cycles": EXACT,  # every est_cycles@<core>: deterministic (exact executed blocks, a fixed llvm-mca)
     "peak_rss_kb": 1.25,
     "compile_s": 3.0,  # compile time is noisy under parallel load; catches only blow-ups
     "wall_s_min": 1.3,
@@ -132,7 +133,8 @@ def compare(baseline: Mapping[str, Any], now_metrics: Mapping[str, float], now_s
     rows = []
     base_metrics, base_samples = baseline.get("metrics", {}), baseline.get("samples", {})
     for metric in sorted(set(base_metrics) & set(now_metrics)):
-        old, new, limit = base_metrics[metric], now_metrics[metric], limits.get(metric, EXACT)
+        old, new = base_metrics[metric], now_metrics[metric]
+        limit = limits.get(metric, limits.get(metric.partition("@")[0], EXACT))
         if metric in diagnostics:
             rows.append(Row(metric, old, new, INFO, CHANGED if new != old else OK))
             continue

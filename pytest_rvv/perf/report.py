@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from pytest_rvv.perf.baseline import write_baselines
-from pytest_rvv.perf.metrics import split
+from pytest_rvv.perf.metrics import SILICON, silicon_metric, split
 from pytest_rvv.perf.policy import tolerances
+from pytest_rvv.profile.cores import CORES, Core
+from pytest_rvv.profile.silicon import WHAT_IT_IS
 from pytest_rvv.session import RvvSession
 from pytest_rvv.store import atomic_write_bytes
 
@@ -33,9 +35,35 @@ def _speedup(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: st
     return f"{base / now:.2f}x" if base and now else "-"
 
 
+def _cores(rows: dict[tuple[str, str], dict[str, Any]]) -> list[Core]:
+    """The silicon cores estimated in these rows, in the order of the core table."""
+    names = {m.partition("@")[2] for r in rows.values() for m in r["metrics"] if m.startswith(f"{SILICON}@")}
+    order = list(CORES)
+    return [CORES[n] if n in CORES else Core(n, 0, n)
+            for n in sorted(names, key=lambda n: (order.index(n) if n in CORES else len(order), n))]
+
+
+def _estimate(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: str, core: Core) -> float | None:
+    """Estimated time on ``core`` in ms (cycles / clock), or millions of cycles when the core has no clock."""
+    cycles = rows.get((model, target), {}).get("metrics", {}).get(silicon_metric(core.name))
+    if cycles is None:
+        return None
+    return cycles / (core.ghz * 1e6) if core.ghz else cycles / 1e6
+
+
+def _silicon_speedup(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: str, core: Core) -> str:
+    """Estimated speedup of ``target``'s code over rv64gc's on the same core."""
+    base, now = _estimate(rows, model, "rv64gc", core), _estimate(rows, model, target, core)
+    return f"{base / now:.2f}x" if base and now and target != "rv64gc" else "-"
+
+
 def table_one(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    cores = _cores(rows)
     header = ["Model", "Target", "Time (min s)", "Mem (peak RSS MB)", "static vector instr",
               "executed vector %", "speedup vs rv64gc"]
+    for core in cores:
+        unit = "ms" if core.ghz else "Mcycles"
+        header += [f"est. {core.label} {unit}", f"est. speedup vs rv64gc on {core.label}"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for (model, target), record in sorted(rows.items()):
         m = record["metrics"]
@@ -44,8 +72,26 @@ def table_one(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
         static = str(m["static_vector"]) if "static_vector" in m else "-"
         executed = (f"{100 * m['executed_dispatch_vector'] / m['executed_dispatch_instructions']:.1f}"
                     if m.get("executed_dispatch_instructions") else "-")
-        lines.append(f"| {model} | {target} | {time} | {mem} | {static} | {executed} | "
-                     f"{_speedup(rows, model, target)} |")
+        cells = [model, target, time, mem, static, executed, _speedup(rows, model, target)]
+        for core in cores:
+            estimate = _estimate(rows, model, target, core)
+            cells += [f"{estimate:.2f}" if estimate is not None else "-", _silicon_speedup(rows, model, target, core)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def hot_dispatches(rows: dict[tuple[str, str], dict[str, Any]], shown: int = 3) -> list[str]:
+    """Where the silicon would spend its time: the top dispatches by estimated cycles, per model x target x core."""
+    lines = []
+    for (model, target), record in sorted(rows.items()):
+        for core, dispatches in sorted(record.get("silicon", {}).items()):
+            total = sum(dispatches.values())
+            if not total:
+                continue
+            top = sorted(dispatches.items(), key=lambda kv: (-kv[1], kv[0]))[:shown]
+            share = sum(c for _, c in top) / total
+            listed = ", ".join(f"{k} {c / total:.0%}" for k, c in top)
+            lines.append(f"- {model} on {target}, {core}: top {len(top)} = {share:.0%} of {total} cycles: {listed}")
     return lines
 
 
@@ -59,7 +105,11 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -
     directory.mkdir(parents=True, exist_ok=True)
     written = [directory / "performance.json", directory / "performance.md"]
     atomic_write_bytes(written[0], json.dumps([rows[k] for k in sorted(rows)], indent=1).encode())
-    atomic_write_bytes(written[1], ("# pytest-rvv performance\n\n" + "\n".join(table_one(rows)) + "\n").encode())
+    markdown = ["# pytest-rvv performance", "", *table_one(rows)]
+    if hot := hot_dispatches(rows):
+        markdown += ["", "## Where the silicon would spend its time (estimated cycles)", "",
+                     f"Estimates: {WHAT_IT_IS}.", "", *hot]
+    atomic_write_bytes(written[1], ("\n".join(markdown) + "\n").encode())
     models = sorted({m for m, _ in rows})
     targets = sorted({t for _, t in rows})
     plots = [("time", "wall_s_min", "emulated run time, min (s)", True),
@@ -83,7 +133,32 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -
         plt.close(fig)
         written.append(path)
     written.append(_speedup_plot(plt, directory, rows, models))
+    if _cores(rows):
+        written.append(_silicon_plot(plt, directory, rows))
     return written
+
+
+def _silicon_plot(plt: Any, directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -> Path:
+    """Emulated time vs estimated silicon time per model x target (log-log): emulation inverts the truth."""
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for core in _cores(rows):
+        points = [(r["metrics"]["wall_s_min"], _estimate(rows, m, t, core), t) for (m, t), r in sorted(rows.items())
+                  if "wall_s_min" in r["metrics"] and _estimate(rows, m, t, core)]
+        for target in sorted({p[2] for p in points}):
+            xs = [x for x, _, t in points if t == target]
+            ys = [y for _, y, t in points if t == target]
+            ax.scatter(xs, ys, label=f"{target} on {core.label}", s=18)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("emulated run time under QEMU, min (s)")
+    ax.set_ylabel("estimated silicon time (ms, or Mcycles without a clock)")
+    ax.set_title("emulated vs estimated silicon time, per model x target", fontsize="medium")
+    ax.legend(fontsize="x-small")
+    fig.tight_layout()
+    path = directory / "silicon.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _speedup_plot(plt: Any, directory: Path, rows: dict[tuple[str, str], dict[str, Any]], models: list[str]) -> Path:
@@ -156,6 +231,8 @@ class PerformanceCollector:
         terminalreporter.section("rvv performance (Table 1)", sep="-")
         for line in table_one(self.rows):
             terminalreporter.write_line(line)
+        if _cores(self.rows):
+            terminalreporter.write_line(f"est. = estimated on the silicon core by LLVM's machine model: {WHAT_IT_IS}")
         for generic, lines in self.notes.items():
             count = f" [{len(lines)} tests]" if len(lines) > 1 else ""
             terminalreporter.write_line((generic if len(lines) > 1 else lines[0]) + count)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from pytest_rvv.analyze.gate import delta_text
+from pytest_rvv.analyze.matching import match_dispatches, pair_name
 from pytest_rvv.machine import Machine
 from pytest_rvv.perf.measure import PerfResult
-from pytest_rvv.perf.metrics import DIAGNOSTIC, MACHINE_BOUND, METRICS, PORTABLE, kind_of, split
+from pytest_rvv.perf.metrics import DIAGNOSTIC, MACHINE_BOUND, PORTABLE, SILICON, kind_of, metric_info, split
 from pytest_rvv.perf.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, TIME_METRICS, Row, compare, table
-from pytest_rvv.perf.reference import RECORD_HINT, References, recorded_toolchain
+from pytest_rvv.perf.reference import RECORD_HINT, References
 from pytest_rvv.targets import Target
 
 TIMES = frozenset(TIME_METRICS)
@@ -73,7 +76,7 @@ def _upgrade_review(rows: list[Row], added_work: float) -> list[Row]:
             reviewed.append(row)
             continue
         grew = row.added() * 100
-        metric = METRICS.get(row.metric)
+        metric = metric_info(row.metric)
         if metric is not None and metric.work and grew > added_work:
             status = REGRESSED
         elif grew < 0:
@@ -100,6 +103,39 @@ def _same_work_is_not_slower(times: list[Row], portable: list[Row]) -> list[Row]
             else r for r in times]
 
 
+UPGRADED = ("iree_compile", "llvm_mca")  # a new compiler or a new llvm-mca (its core models) is a toolchain change
+SHOWN_DISPATCHES = 5
+
+
+def _toolchain_change(baseline: Mapping[str, Any], result: PerfResult) -> tuple[str, str] | None:
+    """(recorded with, now) when the compiler or llvm-mca differs from the baseline's."""
+    before = baseline.get("toolchain") if isinstance(baseline.get("toolchain"), dict) else {}
+    changed = [k for k in UPGRADED if before.get(k) and result.toolchain.get(k)
+               and before[k] != result.toolchain[k]]
+    if not changed:
+        return None
+    return "; ".join(before[k] for k in changed), "; ".join(result.toolchain[k] for k in changed)
+
+
+def _silicon_by_dispatch(rows: list[Row], baseline: Mapping[str, Any], result: PerfResult) -> list[str]:
+    """For each silicon estimate that moved: the dispatches that moved it most (matched across renumbering)."""
+    lines = []
+    for row in rows:
+        family, _, core = row.metric.partition("@")
+        before = (baseline.get("silicon") or {}).get(core)
+        now = result.silicon.get(core)
+        if family != SILICON or row.status == OK or not before or not now:
+            continue
+        matching = match_dispatches(before, now)
+        moved = sorted(((pair_name(a, b), before[a], now[b]) for a, b in matching.pairs if before[a] != now[b]),
+                       key=lambda m: (-(m[2] - m[1]), m[0]))
+        listed = "; ".join(f"{name} {old} -> {new} ({delta_text(old, new)})"
+                           for name, old, new in moved[:SHOWN_DISPATCHES])
+        lines.append(f"{row.metric} by dispatch (estimated cycles, most added first): {listed or 'none moved'}"
+                     + (f"; and {len(moved) - SHOWN_DISPATCHES} more" if len(moved) > SHOWN_DISPATCHES else ""))
+    return lines
+
+
 def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[str, float],
           machine: Machine, strict: bool = False, added_work: float = 5.0) -> PerfVerdict:
     """Compare ``result`` with the baselines in ``refs`` that apply on ``machine``.
@@ -115,12 +151,11 @@ def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[
                           portable_path=str(refs.portable_path), machine_path=str(refs.machine_path))
     if refs.portable is not None and portable_now:
         verdict.portable = compare(refs.portable, portable_now, {}, limits, diagnostics)
-        before = recorded_toolchain(refs.portable)
-        now = result.toolchain.get("iree_compile")
-        if before and now and before != now:
-            verdict.upgrade = (before, now)
+        if upgrade := _toolchain_change(refs.portable, result):
+            verdict.upgrade = upgrade
             if not strict:
                 verdict.portable = _upgrade_review(verdict.portable, added_work)
+        verdict.notes += _silicon_by_dispatch(verdict.portable, refs.portable, result)
     elif portable_now:
         verdict.notes.append(f"baseline needed: {refs.portable_path} (record it with --update-baselines)")
     if refs.machine is not None:

@@ -1,0 +1,156 @@
+"""Silicon estimates: executed blocks x llvm-mca's cycles per block, through real QEMU and llvm-mca."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_rvv.errors import ConfigError, ToolMissing
+from pytest_rvv.profile.cores import CORES
+from pytest_rvv.profile.counts import ExecutedCounts
+from pytest_rvv.profile.silicon import MCA, estimate
+from pytest_rvv.store import Store
+from pytest_rvv.targets import BUILTIN_TARGETS, target_from_table
+
+from .test_executed_counts import CROSS_GCC, count
+
+X60 = CORES["spacemit-x60"]
+N = 50  # loop trips per kernel
+# The same loop body after a vsetvli at m1 and at m8: only the vtype at the block's entry differs.
+KERNELS = r"""
+    .option norelax
+    .globl _start
+    .text
+""" + "".join(f"""
+    .type kernel_{lmul}, @function
+kernel_{lmul}:
+    vsetvli t0, zero, e32, {lmul}, ta, ma
+    vmv.v.i v16, 0
+1:
+    vle32.v v8, (a1)
+    vfmacc.vv v16, v8, v8
+    addi a0, a0, -1
+    bnez a0, 1b
+    ret
+    .size kernel_{lmul}, .-kernel_{lmul}
+""" for lmul in ("m1", "m8")) + f"""
+_start:
+    li a0, {N}
+    la a1, src
+    call kernel_m1
+    li a0, {N}
+    la a1, src
+    call kernel_m8
+    li a7, 93
+    li a0, 0
+    ecall
+    .data
+src: .zero 4096
+"""
+LOOP = ["vle32.v v8, (a1)", "vfmacc.vv v16, v8, v8", "addi a0, a0, -1", "bnez a0, 0"]
+# The translation blocks QEMU makes of each kernel (a block ends at a branch and after a vsetvli), with how
+# often each runs: the vsetvli; the first trip, entered from vmv.v.i; the other N-1 trips; the return.
+BLOCKS = [(["vsetvli t0, zero, e32, {lmul}, ta, ma"], None, 1), (["vmv.v.i v16, 0", *LOOP], "{lmul}", 1),
+          (LOOP, "{lmul}", N - 1), (["ret"], "{lmul}", 1)]
+
+
+@pytest.fixture(scope="module")
+def mca() -> Path:
+    path = shutil.which(MCA)
+    if path is None:
+        pytest.skip(f"{MCA} not installed: apt-get install llvm-22 (bash scripts/setup.sh system)")
+    return Path(path)
+
+
+def mca_cycles(mca: Path, lines: list[str], lmul: str | None) -> float:
+    """llvm-mca's steady-state cycles per iteration of one block: what 100 more iterations cost, / 100."""
+    instruments = [f"# LLVM-MCA-RISCV-LMUL {lmul.upper()}", "# LLVM-MCA-RISCV-SEW E32"] if lmul else []
+    totals = []
+    for iterations in (100, 200):
+        out = subprocess.run([str(mca), "-mtriple=riscv64", f"-mcpu={X60.name}", f"-iterations={iterations}"],
+                             input="\n".join([*instruments, *lines]) + "\n", capture_output=True, text=True,
+                             check=True).stdout
+        totals.append(int(re.search(r"Total Cycles:\s+(\d+)", out).group(1)))
+    return (totals[1] - totals[0]) / 100
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory, plugin, mca) -> tuple[Path, ExecutedCounts]:
+    if shutil.which(CROSS_GCC) is None:
+        pytest.skip(f"{CROSS_GCC} not installed: apt-get install gcc-riscv64-linux-gnu (bash scripts/setup.sh system)")
+    folder = tmp_path_factory.mktemp("kernels")
+    (folder / "kernels.S").write_text(KERNELS)
+    subprocess.run([CROSS_GCC, "-march=rv64gcv", "-mabi=lp64d", "-nostdlib", "-static", "-Wl,--no-relax",
+                    "-o", folder / "kernels", folder / "kernels.S"], check=True)
+    counts = count(folder / "kernels", BUILTIN_TARGETS["rv64gcv-zvl256b"], plugin, folder / "c.txt",
+                   elements=False)
+    return folder / "kernels", counts
+
+
+def test_the_estimate_is_trip_counts_times_llvm_mcas_cycles_per_block(kernels, mca, tmp_path):
+    binary, counts = kernels
+    found = estimate(counts, (binary,), "riscv64", [X60], Store(tmp_path))[X60.name]
+    for lmul in ("m1", "m8"):
+        expected = sum(execs * mca_cycles(mca, [ln.format(lmul=lmul) for ln in lines],
+                                          vtype.format(lmul=lmul) if vtype else None)
+                       for lines, vtype, execs in BLOCKS)
+        assert found.dispatches[f"kernel_{lmul}"] == round(expected)
+    assert found.blocks == 8 and found.dropped == 0 and found.llvm_mca.startswith("LLVM version 22.")
+
+
+def test_the_vtype_at_block_entry_sets_the_cost_of_the_same_block(kernels, mca, tmp_path):
+    at_m1, at_m8 = (mca_cycles(mca, LOOP, lmul) for lmul in ("m1", "m8"))
+    assert at_m8 > at_m1
+    binary, counts = kernels
+    found = estimate(counts, (binary,), "riscv64", [X60], Store(tmp_path))[X60.name]
+    assert found.dispatches["kernel_m8"] - found.dispatches["kernel_m1"] == pytest.approx(
+        (N - 1) * (at_m8 - at_m1) + (mca_cycles(mca, ["vmv.v.i v16, 0", *LOOP], "m8")
+                                     - mca_cycles(mca, ["vmv.v.i v16, 0", *LOOP], "m1")), abs=1)
+
+
+def test_estimates_are_deterministic_computed_afresh_or_from_the_cache(kernels, tmp_path):
+    binary, counts = kernels
+    fresh = [estimate(counts, (binary,), "riscv64", [X60], Store(tmp_path / name))[X60.name] for name in "ab"]
+    cached = estimate(counts, (binary,), "riscv64", [X60], Store(tmp_path / "a"))[X60.name]
+    assert fresh[0].dispatches == fresh[1].dispatches == cached.dispatches
+    assert not fresh[0].cached and cached.cached
+
+
+def test_each_core_has_the_vlen_clang_states(mca):
+    clang = shutil.which("clang-22")
+    if clang is None:
+        pytest.skip("clang-22 not installed: apt-get install clang-22 (bash scripts/setup.sh system)")
+    for core in CORES.values():
+        defines = subprocess.run([clang, "--target=riscv64-linux-gnu", f"-mcpu={core.name}", "-E", "-dM", "-x", "c",
+                                  "/dev/null"], capture_output=True, text=True, check=True).stdout
+        assert f"#define __riscv_v_min_vlen {core.vlen}\n" in defines, core.name
+
+
+def test_built_in_targets_pair_cores_by_vlen_and_a_mismatch_is_refused_in_one_line():
+    assert BUILTIN_TARGETS["rv64gcv-zvl256b"].silicon == ("spacemit-x60",)
+    assert BUILTIN_TARGETS["rv64gcv-zvl512b"].silicon == ("sifive-x280",)
+    assert BUILTIN_TARGETS["rv64gcv-zvl128b"].silicon == ("sifive-p670",)
+    assert BUILTIN_TARGETS["rv64gc"].silicon == ("spacemit-x60", "sifive-x280", "sifive-p670")
+    with pytest.raises(ConfigError, match=r"^target 'x': silicon core sifive-x280 has VLEN 512 but this target runs "
+                                          r"at vlen=256: its executed blocks would not be the core's; estimate it "
+                                          r"from a target at vlen=512$"):
+        target_from_table("x", {"extends": "rv64gcv-zvl256b", "silicon": ["sifive-x280"]}, BUILTIN_TARGETS)
+    with pytest.raises(ConfigError, match=r"^target 'y': silicon core 'nope' is unknown; known: spacemit-x60"):
+        target_from_table("y", {"extends": "rv64gc", "silicon": ["nope"]}, BUILTIN_TARGETS)
+    clocked = target_from_table("z", {"extends": "rv64gcv-zvl256b", "silicon": ["spacemit-x60@2.0"]}, BUILTIN_TARGETS)
+    assert clocked.cores()[0].ghz == 2.0
+    wider = target_from_table("w", {"extends": "rv64gcv-zvl256b", "features": ["+m", "+a", "+f", "+d", "+c", "+v",
+                                                                                "+zvl512b"]}, BUILTIN_TARGETS)
+    assert wider.silicon == ("sifive-x280",)  # the defaults follow the new VLEN
+
+
+def test_without_llvm_mca_the_estimate_is_one_line_naming_the_package(kernels, tmp_path, monkeypatch):
+    binary, counts = kernels
+    monkeypatch.setenv("PATH", str(tmp_path))  # a machine without llvm-22
+    with pytest.raises(ToolMissing, match=r"^llvm-mca-22 not found; apt-get install llvm-22 \(or bash "
+                                          r"scripts/setup.sh system\)$"):
+        estimate(counts, (binary,), "riscv64", [X60], Store(tmp_path))
