@@ -55,7 +55,11 @@ def test_workers_hand_results_to_the_controller_which_writes_each_baseline_once(
     assert rv["toolchain"]["iree_compile"].startswith("IREE compiler version")
     assert "/" not in rv["toolchain"]["runtime"]  # no machine's paths in a portable baseline
     result.stdout.fnmatch_lines(["| Model | Target | Time (min s) | Mem (peak RSS MB) | static vector instr "
-                                 "| executed vector % | speedup vs rv64gc |"])
+                                 "| executed vector % | speedup vs rv64gc | est. X60 ms | est. speedup vs rv64gc on "
+                                 "X60 | est. X280 Mcycles | *"])
+    assert {"est_cycles@spacemit-x60", "est_cycles@sifive-x280", "est_cycles@sifive-p670"} <= set(rv["metrics"])
+    assert rv["toolchain"]["llvm_mca"].startswith("LLVM version 22.")
+    assert sum(rv["silicon"]["spacemit-x60"].values()) == rv["metrics"]["est_cycles@spacemit-x60"]
 
 
 def test_an_edited_baseline_fails_the_right_test_with_a_table(project):
@@ -141,12 +145,15 @@ def test_host_code_is_gated_only_on_the_machine_that_compiled_it(project):
 
 
 def test_re_recording_on_a_second_machine_leaves_portable_baselines_byte_identical(project):
+    """Counts, sizes and silicon estimates: the same under -n 2 and without xdist, under another machine name."""
     performance_project(project)
-    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc,aarch64")
-    project.run(*args, "--update-baselines", "--rvv-machine=first").assert_outcomes(passed=2)
+    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b,aarch64")
+    project.run(*args, "-n", "2", "--update-baselines", "--rvv-machine=first").assert_outcomes(passed=3)
     portable = {p: p.read_bytes() for p in (project.path / "baselines" / "performance").glob("*/mlp.json")}
-    second = project.run(*args, "--update-baselines", "--rvv-machine=second")
-    second.assert_outcomes(passed=2)
+    assert "est_cycles@spacemit-x60" in json.loads(portable[project.path / "baselines" / "performance" /
+                                                            "rv64gcv-zvl256b" / "mlp.json"])["metrics"]
+    second = project.run(*args, "-p", "no:xdist", "--update-baselines", "--rvv-machine=second")
+    second.assert_outcomes(passed=3)
     assert {p: p.read_bytes() for p in portable} == portable
     assert (project.path / "baselines" / "performance" / "machines" / "second" / "rv64gc" / "mlp.json").is_file()
     second.stdout.fnmatch_lines(["unchanged */baselines/performance/rv64gc/mlp.json"])
@@ -291,3 +298,24 @@ def test_wall_time_slower_without_more_cpu_time_is_machine_load_not_a_regression
     assert loaded["wall_s_min"].ok and "load on the machine" in loaded["wall_s_min"].note
     slower = {r.metric: r for r in compare(base, {"wall_s_min": 0.66, "cpu_s_min": 0.45}, {}, limits)}
     assert not slower["wall_s_min"].ok and not slower["cpu_s_min"].ok
+
+
+def test_after_an_upgrade_the_host_targets_sizes_are_churn_on_its_own_machine_too(tmp_path):
+    """Every metric of the host target is machine-bound: its code sizes follow the upgrade review there as well."""
+    from pytest_rvv.machine import this_machine
+    from pytest_rvv.perf.measure import PerfResult
+    from pytest_rvv.perf.reference import References
+    from pytest_rvv.perf.verdict import judge
+    from pytest_rvv.targets import BUILTIN_TARGETS
+
+    old = {"iree_compile": "IREE compiler version 3.12.0"}
+    machine = {"metrics": {"module_bytes": 1000, "cpu_s_min": 1.0}, "samples": {}, "toolchain": old}
+    refs = References(None, tmp_path / "p.json", machine, tmp_path / "m.json", ())
+    now = PerfResult("m", "host", {"iree_compile": "IREE compiler version 3.13.0"},
+                     {"module_bytes": 1010, "cpu_s_min": 1.0})
+    verdict = judge(refs, now, BUILTIN_TARGETS["host"], tolerances(None, False), this_machine("box", "qemu"))
+    assert not verdict.regressed and verdict.upgrade == ("IREE compiler version 3.12.0", "IREE compiler version 3.13.0")
+    assert [r.status for r in verdict.machine_bound if r.metric == "module_bytes"] == ["changed"]
+    strict = judge(refs, now, BUILTIN_TARGETS["host"], tolerances(None, False), this_machine("box", "qemu"),
+                   strict=True)
+    assert strict.regressed

@@ -70,7 +70,7 @@ class ToolchainComparison:
     def regressions(self) -> list[str]:
         rows = self.verdict.rows if self.verdict else []
         return [*(self.gate.failures if self.gate else []),
-                *(f"{r.metric}: {r.change()} ({r.note})" for r in rows if not r.ok)]
+                *(f"{r.metric}: {r.change()}" + (f" ({r.note})" if r.note else "") for r in rows if not r.ok)]
 
     @property
     def improvements(self) -> list[str]:
@@ -206,7 +206,7 @@ def _judge_metrics(reference: PerfResult, now: PerfResult, target: Target, limit
         portable={"metrics": parts[PORTABLE], "samples": {}, "toolchain": reference.toolchain,
                   "silicon": reference.silicon},
         portable_path=Path(label),
-        machine={"metrics": parts[MACHINE_BOUND], "samples": reference.samples},
+        machine={"metrics": parts[MACHINE_BOUND], "samples": reference.samples, "toolchain": reference.toolchain},
         machine_path=Path(label), other_machines=())
     verdict = judge(refs, now, target, limits, machine, strict=strict, added_work=added_work)
     verdict.upgrade = None  # both versions head the comparison already

@@ -67,7 +67,7 @@ class PerfVerdict:
         return "\n".join(parts + self.notes)
 
 
-def _upgrade_review(rows: list[Row], added_work: float) -> list[Row]:
+def upgrade_review(rows: list[Row], added_work: float) -> list[Row]:
     """After a toolchain upgrade: only added work beyond ``added_work`` percent fails; sizes and
     smaller moves are listed as changes (churn), decreases as improvements."""
     reviewed = []
@@ -141,7 +141,7 @@ def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[
     """Compare ``result`` with the baselines in ``refs`` that apply on ``machine``.
 
     With the toolchain unchanged, exact metrics gate exactly; when the portable baseline was
-    recorded with another compiler, the run is an upgrade review (see _upgrade_review) unless
+    recorded with another compiler, the run is an upgrade review (see upgrade_review) unless
     ``strict``.
     """
     parts = split(result.metrics, target)
@@ -154,13 +154,16 @@ def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[
         if upgrade := _toolchain_change(refs.portable, result):
             verdict.upgrade = upgrade
             if not strict:
-                verdict.portable = _upgrade_review(verdict.portable, added_work)
+                verdict.portable = upgrade_review(verdict.portable, added_work)
         verdict.notes += _silicon_by_dispatch(verdict.portable, refs.portable, result)
     elif portable_now:
         verdict.notes.append(f"baseline needed: {refs.portable_path} (record it with --update-baselines)")
     if refs.machine is not None:
         verdict.machine_bound = _same_work_is_not_slower(
             compare(refs.machine, bound_now, result.samples, limits), verdict.portable)
+        if not strict and (upgrade := _toolchain_change(refs.machine, result)):
+            verdict.upgrade = verdict.upgrade or upgrade  # e.g. the host target's sizes: churn, like the portable
+            verdict.machine_bound = upgrade_review(verdict.machine_bound, added_work)
     if note := refs.machine_note(machine):
         verdict.notes.append(note)
     return verdict
