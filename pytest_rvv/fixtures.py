@@ -72,6 +72,8 @@ def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner,
     """
 
     def measure(elements: bool = False) -> ExecutedMeasurement:
+        if (board := rvv_session.board_for(rvv_runner.target)) is not None:
+            pytest.skip(f"executed counts need QEMU: {rvv_runner.target.name} runs on board {board.name}")
         try:
             return measure_executed(rvv_session, rvv_model, rvv_runner, tmp_path, elements=elements)
         except ToolMissing as exc:
@@ -115,16 +117,19 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         except RuntimeNotProvided:
             runner = None  # compile-side metrics only
         result = measure_performance(rvv_session, rvv_model, rvv_target, runner, settings.perf_repeat)
+        machine = rvv_session.machine_for(rvv_target)
+        if rvv_session.board_for(rvv_target) is not None:
+            result.board = machine.as_json()
         record_property(PERF_PROPERTY, result.as_json())
         if request.config.getoption("update_baselines"):
             return result
         strict = request.config.getoption("rvv_strict_baselines")
         try:
-            refs = references(settings.root / PERF_BASELINES, rvv_session.machine, rvv_target.name, rvv_model.name)
+            refs = references(settings.root / PERF_BASELINES, machine, rvv_target.name, rvv_model.name)
             limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
-        verdict = judge(refs, result, rvv_target, limits, rvv_session.machine, strict=strict,
+        verdict = judge(refs, result, rvv_target, limits, machine, strict=strict,
                         added_work=settings.added_work_percent)
         for line in verdict.notes:
             record_property(PERF_NOTE, line)

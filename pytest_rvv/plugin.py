@@ -89,9 +89,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if settings.iree_build is not None:
             find_toolchain(settings.iree_build)  # a build directory without iree-compile: one line, now
         reference = _reference_toolchain(settings)
-    except (ConfigError, ToolMissing) as exc:
+        session = RvvSession(settings, expected)
+        session.check_boards()  # each board in use probed once: a target it cannot run right is refused now
+    except RvvError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[SESSION_KEY] = RvvSession(settings, expected)
+    config.stash[SESSION_KEY] = session
     if reference is not None:
         config.stash[REFERENCE_KEY] = RvvSession(settings, expected, toolchain=reference)
     config.pluginmanager.register(ComparisonSummary(config.getoption("rvv_report")),
@@ -120,6 +122,11 @@ def _reference_toolchain(settings: Settings) -> Toolchain | None:
     return reference
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if SESSION_KEY in config.stash:
+        config.stash[SESSION_KEY].close()
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = config.stash[SESSION_KEY]
     settings = session.settings
@@ -142,6 +149,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"rvv: compare: reference {reference.compiler_version} ({reference.origin}); a comparison "
                      f"fails only for executed work added beyond +{settings.added_work_percent:g}% "
                      "(--rvv-added-work; --rvv-strict-baselines: exact; --rvv-compare-report-only: never)")
+    for board in dict.fromkeys(b for t in settings.targets if (b := session.board_for(t)) is not None):
+        facts = session.facts(board)
+        lines.append(f"rvv: board {board.name} ({board.host}): VLEN {facts.vlen if facts.vector else 'none (no V)'}, "
+                     f"kernel {facts.kernel}, GNU time {'yes' if facts.gnu_time else 'no'}, perf counters "
+                     f"{'yes' if facts.perf else 'no'}; isa {facts.isa[:60]}")
     if any(t.arch == "riscv64" for t in settings.targets):
         lines.append(f"rvv: riscv64 runtime {_riscv64_runtime_line(session)}")
     machine = session.machine

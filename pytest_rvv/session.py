@@ -8,6 +8,7 @@ agreement test; across processes (xdist workers, later sessions) the on-disk sto
 from __future__ import annotations
 
 import functools
+import os
 import re
 import tempfile
 from dataclasses import dataclass
@@ -15,20 +16,22 @@ from pathlib import Path
 
 import numpy as np
 
+from pytest_rvv.boards import Board
 from pytest_rvv.compare.reference import onnxruntime_outputs
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
 from pytest_rvv.compile.toolchain import Toolchain, find_toolchain
-from pytest_rvv.errors import RunFailed, RuntimeMismatch, RvvError
+from pytest_rvv.errors import ConfigError, RunFailed, RuntimeMismatch, RvvError
 from pytest_rvv.expectations import ExpectedFailure
 from pytest_rvv.machine import Machine, this_machine
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
+from pytest_rvv.run.board import BoardFacts, BoardLink, BoardRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.run.runtimes import Runtime, runtime_for
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store, digest, file_sha256
-from pytest_rvv.targets import HOST, Target
+from pytest_rvv.targets import HOST, RISCV64, Target
 
 # A tiny module that every runtime must run before real models are trusted to it.
 PROBE_MLIR = """\
@@ -131,11 +134,62 @@ class RvvSession:
 
     @functools.cache  # noqa: B019
     def runner(self, target: Target) -> Runner:
-        """A checked runner: its runtime has run the probe module for this target."""
-        qemu = None if target.arch == HOST else self.qemu(target.arch)
-        runner = Runner(target, self.runtime(target.arch), qemu)
+        """A checked runner: its runtime has run the probe module for this target (on its board, if any)."""
+        board = self.board_for(target)
+        if board is not None:
+            runner: Runner = BoardRunner(target, self.runtime(target.arch), self.link(board), self.facts(board))
+        else:
+            runner = Runner(target, self.runtime(target.arch), None if target.arch == HOST else self.qemu(target.arch))
         self._probe(runner)
         return runner
+
+    # boards
+    def board_for(self, target: Target) -> Board | None:
+        """The board ``target`` runs on: its own ``board``, else one of --rvv-board (one per xdist worker)."""
+        if target.board is not None:
+            return self.settings.boards[target.board]
+        names = self.settings.board_names
+        if not names or target.arch != RISCV64:
+            return None
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+        index = int(worker[2:]) if worker[2:].isdigit() else 0
+        return self.settings.boards[names[index % len(names)]]
+
+    @functools.cache  # noqa: B019
+    def link(self, board: Board) -> BoardLink:
+        """One multiplexed SSH connection per board per process (control sockets in a short /tmp path)."""
+        return BoardLink(board, Path(tempfile.gettempdir()) / f"pytest-rvv-ssh-{os.getuid()}", self.store)
+
+    @functools.cache  # noqa: B019
+    def facts(self, board: Board) -> BoardFacts:
+        return self.link(board).facts()
+
+    def check_boards(self) -> None:
+        """Probe each board in use once and refuse a target it cannot run correctly (ConfigError, one line)."""
+        names = self.settings.board_names
+        for target in self.settings.targets:
+            if target.board is not None:
+                candidates = [self.settings.boards[target.board]]
+            else:
+                candidates = [self.settings.boards[n] for n in names] if target.arch == RISCV64 else []
+            for board in candidates:  # every board a worker may own
+                if reason := self.facts(board).refuse(board, target):
+                    raise ConfigError(reason)
+
+    def machine_for(self, target: Target) -> Machine:
+        """The machine a target's machine-bound numbers belong to: its board, else this machine."""
+        board = self.board_for(target)
+        if board is None:
+            return self.machine
+        facts = self.facts(board)
+        return Machine(board.name, {"cpu": facts.isa, "vlen": str(facts.vlen), "kernel": facts.kernel,
+                                    "board": "ssh"}, "board")
+
+    def close(self) -> None:
+        """Close the boards' SSH connections."""
+        for target in self.settings.targets:
+            if (board := self.board_for(target)) is not None:
+                self.link(board).close()
 
     def _probe(self, runner: Runner) -> None:
         key = digest(["probe-source", PROBE_MLIR])

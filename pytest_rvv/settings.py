@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_rvv.analyze.gate import DEFAULT_MAX_SHARE_DROP
+from pytest_rvv.boards import Board
 from pytest_rvv.errors import ConfigError
 from pytest_rvv.machine import check_name
 from pytest_rvv.model.manifest import model_from_table
@@ -82,6 +83,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("compare", "a reference toolchain to compare the one under test with, side by side in this run: a pip "
            "requirement (iree-base-compiler==3.12.0), a wheel file or an IREE build/install directory",
            env="PYTEST_RVV_COMPARE", metavar="SPEC"),
+    Option("board", "run every riscv64 target on these boards of [tool.pytest_rvv.boards] over SSH; with -n N "
+           "each xdist worker owns one board", env="PYTEST_RVV_BOARD", metavar="NAMES"),
     Option("perf-repeat", "emulated runs per performance measurement (default: 3; 5+ enables the "
            "statistical test on time)", metavar="N"),
     Option("ops", "ONNX node tests to run: comma-separated names or globs (conv*, test_add), or all "
@@ -108,7 +111,7 @@ def read_pyproject_table(path: Path | None) -> dict[str, Any]:
     table = data.get("tool", {}).get("pytest_rvv", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.pytest_rvv] must be a table")
-    known = {o.key for o in OPTIONS} | {"targets", "models", "tolerances"}
+    known = {o.key for o in OPTIONS} | {"targets", "models", "tolerances", "boards"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [tool.pytest_rvv]: {', '.join(unknown)}; "
@@ -140,6 +143,8 @@ class Settings:
     perf_repeat: int = 3
     ops: str | None = None
     compare: str | None = None  # --rvv-compare SPEC
+    boards: Mapping[str, Board] = field(default_factory=dict)  # [tool.pytest_rvv.boards.NAME]
+    board_names: tuple[str, ...] = ()  # --rvv-board: every riscv64 target runs on these (one per xdist worker)
     tolerances: Mapping[str, Any] | None = None  # [tool.pytest_rvv.tolerances]
 
     @classmethod
@@ -182,6 +187,16 @@ class Settings:
         every_model_name = {*builtin_models("ci"), *builtin_models("full"), *user_models}
 
         targets = resolve_targets(_names(value("targets")) or list(known_targets), known_targets)
+        boards = {name: Board.from_table(name, t) for name, t in _definitions(table, "boards").items()}
+        board_names = tuple(_names(value("board")))
+        for name in board_names:
+            if name not in boards:
+                raise ConfigError(f"--rvv-board: unknown board {name!r}; declare it as [tool.pytest_rvv.boards.{name}] "
+                                  f"with host = \"user@board\" (known: {', '.join(boards) or 'none'})")
+        for t in known_targets.values():
+            if t.board is not None and t.board not in boards:
+                raise ConfigError(f"[tool.pytest_rvv.targets.{t.name}]: board {t.board!r} is not declared; add "
+                                  f"[tool.pytest_rvv.boards.{t.board}] with host = \"user@board\"")
         model_names = [n if n in known_models or f"{n}-full" not in known_models else f"{n}-full"
                        for n in _names(value("models")) or list(known_models)]
         unknown = [n for n in model_names if n not in known_models]
@@ -224,6 +239,8 @@ class Settings:
             tolerances=table.get("tolerances") or {},
             ops=str(value("ops")) if value("ops") else None,
             compare=_spec(*sourced("compare")),
+            boards=boards,
+            board_names=board_names,
         )
 
 

@@ -46,6 +46,7 @@ class Target:
     description: str = ""
     builtin: bool = field(default=False, compare=False)
     silicon: tuple[str, ...] | None = None  # llvm-mca cores to estimate on ("spacemit-x60@1.6"); None: defaults
+    board: str | None = None  # a board of [tool.pytest_rvv.boards] this target runs on, instead of QEMU
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHITECTURES:
@@ -197,6 +198,7 @@ BUILTIN_TARGETS: dict[str, Target] = {
 
 _TARGET_KEYS = {
     "extends", "arch", "features", "extra-flags", "cpu", "emulator-cpu", "triple", "abi", "description", "silicon",
+    "board",
 }
 
 
@@ -243,7 +245,7 @@ def target_from_table(name: str, table: Mapping[str, Any], known: Mapping[str, T
     fields["silicon"] = silicon if silicon is not None else (
         None if base is None or features is not None or "emulator-cpu" in table else base.silicon)
     for key, attr in (("arch", "arch"), ("cpu", "cpu"), ("triple", "triple"), ("abi", "abi"),
-                      ("description", "description"), ("emulator-cpu", "emulator_cpu")):
+                      ("description", "description"), ("emulator-cpu", "emulator_cpu"), ("board", "board")):
         if key in table:
             fields[attr] = str(table[key])
     if base is None:

@@ -72,7 +72,7 @@ def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str
         target, model, toolchain = record["target"], record["model"], record["toolchain"]
         parts = split(target, record["metrics"])
         portable, bound = parts["portable"], parts["machine-bound"]
-        if portable:
+        if portable and not record.get("board"):  # a board's portable metrics are the emulated runs' own
             path = baseline_path(root, target, model)
             old = load_baseline(path) if path.exists() else None
             data = {"model": model, "target": target, "toolchain": toolchain,
@@ -81,8 +81,9 @@ def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str
                 data["silicon"] = record["silicon"]
             summary.append(_write(path, data, ("metrics", "toolchain", "silicon")))
         if bound:
+            where = record.get("board") or machine  # a board is a machine of its own
             data = {"model": model, "target": target, "toolchain": toolchain, "metrics": bound,
-                    "samples": record["samples"], "machine": machine}
-            path = baseline_path(root / "machines" / machine["name"], target, model)
+                    "samples": record["samples"], "machine": where}
+            path = baseline_path(root / "machines" / where["name"], target, model)
             summary.append(_write(path, data, ("metrics", "toolchain", "samples", "machine")))
     return summary

@@ -39,10 +39,13 @@ class PerfResult:
     executed: dict[str, Any] | None = None  # executed counts per dispatch (emulated targets), not in as_json
     silicon: dict[str, dict[str, int]] = field(default_factory=dict)  # core -> estimated cycles per dispatch
 
+    board: dict[str, Any] | None = None  # the board (as a machine) the run-side metrics come from
+
     def as_json(self) -> dict[str, Any]:
         record = {"model": self.model, "target": self.target, "toolchain": self.toolchain, "metrics": self.metrics,
                   "samples": self.samples}
-        return record | ({"silicon": self.silicon} if self.silicon else {})
+        return record | ({"silicon": self.silicon} if self.silicon else {}) | ({"board": self.board}
+                                                                                 if self.board else {})
 
 
 def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:
@@ -83,6 +86,7 @@ class TimedRuns:
         self.cpus: list[float] = []
         self.rss: list[int] = []
         self.peaks: dict[str, str] = {}
+        self.measured: dict[str, list[float]] = {}
 
     def once(self) -> None:
         reference = self.session.reference(self.model)
@@ -97,7 +101,10 @@ class TimedRuns:
         )
         self.walls.append(round(outcome.process.wall_s, 4))
         self.cpus.append(round(outcome.process.cpu_s, 4))
-        self.rss.append(int(rss_file.read_text()))
+        if rss_file.is_file():
+            self.rss.append(int(rss_file.read_text()))
+        for name, value in outcome.measured.items():  # a board's own peak RSS and hardware counters
+            self.measured.setdefault(name, []).append(value)
         self.peaks = dict(_STATISTICS.findall(outcome.process.stdout + outcome.process.stderr))
 
     def into(self, result: PerfResult) -> None:
@@ -105,7 +112,11 @@ class TimedRuns:
         walls, cpus = self.walls, self.cpus
         result.samples.update(wall_s=walls, cpu_s=cpus)
         result.metrics.update(wall_s_min=min(walls), wall_s_median=statistics.median(walls),
-                              cpu_s_min=min(cpus), cpu_s_median=statistics.median(cpus), peak_rss_kb=max(self.rss))
+                              cpu_s_min=min(cpus), cpu_s_median=statistics.median(cpus))
+        if self.rss:
+            result.metrics["peak_rss_kb"] = max(self.rss)
+        for name, values in self.measured.items():
+            result.metrics[name] = max(values) if name.endswith("peak_rss_kb") else min(values)
         if self.peaks:
             result.metrics["iree_peak_bytes"] = sum(int(v) for v in self.peaks.values())
         if self.runner.qemu is not None:

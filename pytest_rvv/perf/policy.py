@@ -31,6 +31,9 @@ DEFAULT_TOLERANCES: dict[str, float] = {
     "iree_peak_bytes": EXACT,
     "est_cycles": EXACT,  # every est_cycles@<core>: deterministic (exact executed blocks, a fixed llvm-mca)
     "peak_rss_kb": 1.25,
+    "board_peak_rss_kb": 1.25,
+    "board_cycles": 1.1,  # hardware counters on a real board: close, not exact
+    "board_instructions": 1.02,
     "compile_s": 3.0,  # compile time is noisy under parallel load; catches only blow-ups
     "wall_s_min": 1.3,
     "wall_s_median": INFO,  # medians of a few runs under load swing too much to gate on

@@ -26,12 +26,19 @@ PERF_NOTE = "rvv_performance_note"
 PERF_IMPROVED = "rvv_performance_improved"
 
 
+def _board(record: dict[str, Any]) -> str | None:
+    return (record.get("board") or {}).get("name")
+
+
 def _speedup(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: str) -> str:
-    """Emulated speedup over rv64gc, for riscv64 targets only (another ISA's emulation is not comparable)."""
-    if not target.startswith("rv64"):
+    """Speedup over rv64gc measured the same way (both emulated, or both on the same board), riscv64 only."""
+    record = rows.get((model, target), {})
+    base_record = next((r for (m, t), r in rows.items() if m == model and _board(r) == _board(record)
+                        and (t == "rv64gc" or t.endswith("-rv64gc") or r.get("scalar_of") == target)), None)
+    if not (target.startswith("rv64") or _board(record)) or base_record is None:
         return "-"
-    base = rows.get((model, "rv64gc"), {}).get("metrics", {}).get("wall_s_min")
-    now = rows.get((model, target), {}).get("metrics", {}).get("wall_s_min")
+    base = base_record.get("metrics", {}).get("wall_s_min")
+    now = record.get("metrics", {}).get("wall_s_min")
     return f"{base / now:.2f}x" if base and now else "-"
 
 
@@ -72,7 +79,10 @@ def table_one(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
         static = str(m["static_vector"]) if "static_vector" in m else "-"
         executed = (f"{100 * m['executed_dispatch_vector'] / m['executed_dispatch_instructions']:.1f}"
                     if m.get("executed_dispatch_instructions") else "-")
-        cells = [model, target, time, mem, static, executed, _speedup(rows, model, target)]
+        where = f"{target} on board {_board(record)}" if _board(record) else target
+        if _board(record):
+            mem = f"{m['board_peak_rss_kb'] / 1024:.1f}" if "board_peak_rss_kb" in m else "-"
+        cells = [model, where, time, mem, static, executed, _speedup(rows, model, target)]
         for core in cores:
             estimate = _estimate(rows, model, target, core)
             cells += [f"{estimate:.2f}" if estimate is not None else "-", _silicon_speedup(rows, model, target, core)]

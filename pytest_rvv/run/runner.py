@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,7 @@ class RunOutcome:
     outputs: list[np.ndarray]
     process: ProcessResult
     repro: str
+    measured: dict[str, float] = field(default_factory=dict)  # what a board measured itself (peak RSS, counters)
 
 
 class Runner:
