@@ -108,12 +108,17 @@ class BoardLink:
     uploads: int = 0
     hits: int = 0
 
+    @property
+    def control(self) -> str:
+        """The master connection's socket: per host, port, user (%C) and ssh options (another key: another login)."""
+        return f"{self.control_dir}/{digest([*self.board.ssh_options])[:12]}-%C"
+
     def ssh(self, script: str, stdin: bytes = b"", timeout: float = SSH_TIMEOUT_S) -> subprocess.CompletedProcess:
         """Run ``script`` with sh on the board; a transport failure (ssh's 255) is one line naming the board."""
         self.control_dir.mkdir(parents=True, exist_ok=True)
-        argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ControlMaster=auto",
-                "-o", f"ControlPath={self.control_dir}/%C", "-o", "ControlPersist=60", "-o", "ConnectTimeout=10",
-                "-o", "ServerAliveInterval=15", *self.board.ssh_options, self.board.host, script]
+        argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ControlMaster=auto", "-o", f"ControlPath={self.control}",
+                "-o", "ControlPersist=60", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15",
+                *self.board.ssh_options, self.board.host, script]
         try:
             proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -184,7 +189,7 @@ class BoardLink:
             self.ssh(f"rm -rf {shlex.quote(path)}")
 
     def close(self) -> None:
-        subprocess.run(["ssh", "-o", f"ControlPath={self.control_dir}/%C", *self.board.ssh_options, "-O", "exit",
+        subprocess.run(["ssh", "-o", f"ControlPath={self.control}", *self.board.ssh_options, "-O", "exit",
                         self.board.host], capture_output=True, timeout=30, check=False)
 
 
