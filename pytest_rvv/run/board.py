@@ -269,10 +269,12 @@ class BoardRunner(Runner):
                  "  # inputs: the test's seeded .npy files")
         try:
             proc = self.link.ssh(script, stdin=_tar_inputs(inputs), timeout=limit + KILL_GRACE_S + SSH_TIMEOUT_S)
-        finally:
-            self.link.remove(run_dir)  # already gone unless the connection dropped mid-run
+        except BaseException:
+            self.link.remove(run_dir)  # the script removes it itself unless the connection dropped mid-run
+            raise
         files = _untar(proc.stdout)
         if "rc.txt" not in files:
+            self.link.remove(run_dir)
             raise BoardUnavailable(f"board {self.board.name}: the run left no status "
                                    f"({tail(proc.stderr.decode(errors='replace'), 2).strip() or 'no output'}); "
                                    f"is {self.board.workdir} writable?")
