@@ -25,7 +25,7 @@ from pytest_rvv.perf.comparison_report import COMPARISON_PROPERTY
 from pytest_rvv.perf.measure import PerfResult, measure_performance
 from pytest_rvv.perf.policy import tolerances
 from pytest_rvv.perf.reference import references
-from pytest_rvv.perf.report import PERF_IMPROVED, PERF_NOTE, PERF_PROPERTY
+from pytest_rvv.perf.report import PERF_IMPROVED, PERF_NOTE, PERF_PROPERTY, PERF_ROWS
 from pytest_rvv.perf.verdict import judge
 from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
 from pytest_rvv.repro import write_repro
@@ -121,6 +121,8 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         if rvv_session.board_for(rvv_target) is not None:
             result.board = machine.as_json()
         record_property(PERF_PROPERTY, result.as_json())
+        for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
+            record_property(f"rvv.{metric}", value)
         if request.config.getoption("update_baselines"):
             return result
         strict = request.config.getoption("rvv_strict_baselines")
@@ -131,6 +133,7 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             pytest.fail(str(exc), pytrace=False)
         verdict = judge(refs, result, rvv_target, limits, machine, strict=strict,
                         added_work=settings.added_work_percent)
+        record_property(PERF_ROWS, [(r.metric, r.baseline, r.now, r.status) for r in verdict.rows])
         for line in verdict.notes:
             record_property(PERF_NOTE, line)
         for line in verdict.improvements:

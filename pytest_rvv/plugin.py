@@ -25,6 +25,7 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.perf.comparison_report import ComparisonSummary
 from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
 from pytest_rvv.perf.report import PerformanceCollector
+from pytest_rvv.report.html import CELL_PROPERTY, RunReport
 from pytest_rvv.run.qemu import default_tools_dir
 from pytest_rvv.run.runtime_build import commit_mismatch
 from pytest_rvv.session import RvvSession
@@ -47,8 +48,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="rewrite snapshots (as --snapshot-update does), performance baselines and expected-failure "
                          "lists from this run; use after a deliberate toolchain or flag change")
     group.addoption("--rvv-report", default=None, metavar="DIR",
-                    help="write the performance results as JSON, Markdown (Table 1) and PNG plots into DIR, and a "
-                         "toolchain comparison's every change with its whole asm diff (comparison.md)")
+                    help="write a self-contained HTML report of the run (index.html), results.json, Table 1 as "
+                         "Markdown and PNG plots, and a toolchain comparison's every change (comparison.md) into DIR")
     group.addoption("--rvv-compare-report-only", action="store_true", default=False,
                     help="with --rvv-compare: report the side-by-side comparison without failing on added work")
     group.addoption("--rvv-repro", default=None, metavar="DIR",
@@ -108,6 +109,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                   "rvv-expected-failures")
     config.pluginmanager.register(ConformanceTracker(config, settings.root), "rvv-conformance")
     config.pluginmanager.register(AgreementSummary(), "rvv-agreement")
+    if report_dir := config.getoption("rvv_report"):
+        config.pluginmanager.register(RunReport(config, session, Path(report_dir),
+                                                lambda: config.stash.get(REFERENCE_KEY, None)), "rvv-run-report")
 
 
 def _reference_toolchain(settings: Settings) -> Toolchain | None:
@@ -225,6 +229,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     excinfo = call.excinfo
     _record_check_outcome(item, report, excinfo)
+    _record_cell(item, report)
     if report.failed and excinfo is not None and isinstance(excinfo.value, RvvError):
         details = getattr(excinfo.value, "details", "") or getattr(excinfo.value, "log", "")
         report.longrepr = f"{type(excinfo.value).__name__}: {excinfo.value}" + (f"\n{details}" if details else "")
@@ -232,6 +237,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
           and not excinfo.value.pytrace):
         report.longrepr = excinfo.value.msg  # one block: no chained "During handling of..." tracebacks
     return report
+
+
+# The check a suite module performs, as the HTML report's verdict grid names it.
+CHECKS = {"test_compile": "compiles", "test_agreement": "correct", "test_static_vectorization": "vectorized",
+          "test_executed_vectorization": "vectorized when run", "test_performance": "performance",
+          "test_toolchains": "vs reference", "test_onnx_nodes": "conformance"}
+
+
+def _record_cell(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Attach (model, target, check) to the report that decides a test's outcome (for the HTML report)."""
+    params = getattr(item, "callspec", None)
+    deciding = report.when == "call" or (report.when == "setup" and not report.passed)
+    if params is None or not deciding:
+        return
+    model, target = params.params.get("rvv_model"), params.params.get("rvv_target")
+    if not isinstance(target, Target):
+        return
+    module = Path(str(item.fspath)).stem
+    row = model.name if isinstance(model, Model) else ("conformance" if "rvv_node_test" in params.params else "")
+    if row:
+        report.user_properties.append((CELL_PROPERTY, (row, target.name, CHECKS.get(module, module))))
 
 
 def _record_check_outcome(item: pytest.Item, report: pytest.TestReport, excinfo: Any) -> None:

@@ -109,6 +109,8 @@ def check_vectorization(
         "improvements": verdict.improvements, "changes": verdict.changes + notes,
         "upgrade": [recorded_with, toolchain] if upgrade else None, "work": verdict.work, "churn": verdict.churn,
         "recorded_totals": previous["totals"] if previous else None,
+        "dispatches": {k: {"instructions": d["instructions"], "vector": d["vector"]}
+                       for k, d in current["dispatches"].items()},  # for the HTML report's dispatch table
     })
     if failures:
         pytest.fail(

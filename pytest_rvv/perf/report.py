@@ -24,6 +24,7 @@ from pytest_rvv.store import atomic_write_bytes
 PERF_PROPERTY = "rvv_performance"
 PERF_NOTE = "rvv_performance_note"
 PERF_IMPROVED = "rvv_performance_improved"
+PERF_ROWS = "rvv_performance_rows"  # (metric, baseline, now, verdict) of each judged metric
 
 
 def _board(record: dict[str, Any]) -> str | None:

@@ -1,0 +1,1 @@
+"""Run reports: a self-contained HTML page (html.py), results other tools read (results.py)."""

@@ -1,0 +1,270 @@
+"""``--rvv-report=DIR/index.html``: one self-contained page per run (inline CSS, JS and plots), from a template.
+
+The collector gathers every test's outcome and the pytest-rvv records on its report (xdist workers'
+too) and, at the end of the session on the controller, renders the page and ``results.json``, and
+the GitHub step summary when ``$GITHUB_STEP_SUMMARY`` is set. It only formats what the suites and
+the verdict modules decided.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import io
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rvv.errors import RvvError
+from pytest_rvv.perf.report import PERF_ROWS, hot_dispatches, table_one
+from pytest_rvv.profile.silicon import WHAT_IT_IS
+from pytest_rvv.report.results import append_step_summary, results, step_summary, write_results
+from pytest_rvv.session import RvvSession
+from pytest_rvv.store import atomic_write_bytes
+
+CELL_PROPERTY = "rvv_cell"
+ORDER = {"failed": 0, "error": 1, "xpassed": 2, "passed": 3, "xfailed": 4, "skipped": 5}
+LONGREPR_LIMIT = 20000
+DISPATCH_ROWS = 25
+
+
+def outcome_of(report: pytest.TestReport) -> str:
+    if hasattr(report, "wasxfail"):
+        return "xfailed" if report.skipped else "xpassed"
+    if report.when != "call" and report.failed:
+        return "error"
+    return report.outcome
+
+
+def anchor(*parts: str) -> str:
+    return "cell-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(parts))
+
+
+class RunReport:
+    """Collects outcomes and records from test reports; writes index.html and results.json at the end."""
+
+    def __init__(self, config: pytest.Config, session: RvvSession, directory: Path,
+                 reference: Callable[[], RvvSession | None]) -> None:
+        self.config, self.session, self.directory, self.reference = config, session, directory, reference
+        self.tests: list[dict[str, Any]] = []
+        self.perf_rows: dict[tuple[str, str], list[Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        cell = next((value for name, value in report.user_properties if name == CELL_PROPERTY), None)
+        if cell is None:
+            return
+        row, target, check = cell
+        text = str(report.longrepr)[:LONGREPR_LIMIT] if report.failed and report.longrepr else ""
+        reason = ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2])
+        self.tests.append({"nodeid": report.nodeid, "outcome": outcome_of(report), "model": row, "target": target,
+                           "check": check, "longrepr": text, "reason": reason or getattr(report, "wasxfail", ""),
+                           "duration": round(report.duration, 2)})
+        for name, value in report.user_properties:
+            if name == PERF_ROWS:
+                self.perf_rows[(row, target)] = value
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput") or not self.tests:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        page = self.render()
+        atomic_write_bytes(self.directory / "index.html", page.encode())
+        perf = self._plugin("rvv-performance", "rows", {})
+        write_results(self.directory, results(self.run_info(), [
+            {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in self.tests],
+            perf, self.perf_rows, dict(self.session.settings.known_targets)))
+        grid = [["model", *self.targets()]] + [[model, *(self._cell_text(model, t) for t in self.targets())]
+                                               for model in self.rows()]
+        failures = [(t["nodeid"], (t["longrepr"].strip().splitlines() or [""])[0][:200]) for t in self.tests
+                    if t["outcome"] in ("failed", "error")]
+        append_step_summary(step_summary(grid, failures))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.tests and not hasattr(self.config, "workerinput"):
+            terminalreporter.write_line(f"report: {self.directory / 'index.html'} and results.json")
+
+    # what the page shows
+    def _plugin(self, name: str, attribute: str, default: Any) -> Any:
+        plugin = self.config.pluginmanager.get_plugin(name)
+        return getattr(plugin, attribute, default) if plugin is not None else default
+
+    def targets(self) -> list[str]:
+        order = [t.name for t in self.session.settings.targets]
+        seen = {t["target"] for t in self.tests}
+        return [t for t in order if t in seen] + sorted(seen - set(order))
+
+    def rows(self) -> list[str]:
+        order = [m.name for m in self.session.settings.models]
+        seen = {t["model"] for t in self.tests}
+        return [m for m in order if m in seen] + sorted(seen - set(order))
+
+    def cell(self, model: str, target: str) -> list[dict[str, Any]]:
+        return [t for t in self.tests if t["model"] == model and t["target"] == target]
+
+    def verdict(self, tests: list[dict[str, Any]]) -> str:
+        return min((t["outcome"] for t in tests), key=ORDER.__getitem__) if tests else "none"
+
+    def _cell_text(self, model: str, target: str) -> str:
+        tests = self.cell(model, target)
+        return self.verdict(tests) if tests else ""
+
+    def run_info(self) -> dict[str, Any]:
+        session = self.session
+        info: dict[str, Any] = {
+            "command": "pytest " + shlex.join(self.config.invocation_params.args),
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "machine": session.machine.as_json(), "machine_text": session.machine.describe(),
+        }
+        for key, make in (("toolchain", lambda: f"{session.toolchain.compiler_version} ({session.toolchain.origin})"),
+                          ("qemu", lambda: f"qemu-riscv64 {session.qemu('riscv64').version_text}"),
+                          ("runtime", lambda: session.runtime("riscv64").origin),
+                          ("llvm_mca", _llvm_mca)):
+            try:
+                info[key] = make()
+            except RvvError as exc:
+                info[key] = f"none ({exc})"
+        reference = self.reference()
+        if reference is not None:
+            info["reference"] = f"{reference.toolchain.compiler_version} ({reference.toolchain.origin})"
+        return info
+
+    def render(self) -> str:
+        from jinja2 import Environment, PackageLoader, select_autoescape
+
+        env = Environment(loader=PackageLoader("pytest_rvv.report", "templates"),
+                          autoescape=select_autoescape(["html", "j2"]))
+        perf = self._plugin("rvv-performance", "rows", {})
+        vectorization = self._plugin("rvv-vectorization-summary", "results", {})
+        comparisons = self._plugin("rvv-toolchain-comparison", "records", [])
+        agreement = self._plugin("rvv-agreement", "errors", {})
+        table = [[c.strip() for c in line.strip("|").split("|")] for line in table_one(perf)] if perf else []
+        cells = []
+        for model in self.rows():
+            for target in self.targets():
+                tests = self.cell(model, target)
+                if not tests:
+                    continue
+                cells.append({
+                    "model": model, "target": target, "anchor": anchor(model, target), "tests": tests,
+                    "verdict": self.verdict(tests),
+                    "dispatches": dispatch_table(vectorization, perf.get((model, target)), model, target),
+                    "hot": [line[2:] for line in hot_dispatches({(model, target): perf[(model, target)]})]
+                    if (model, target) in perf else [],
+                    "error": agreement.get((model, target)) if isinstance(agreement, dict) else None,
+                })
+        return env.get_template("index.html.j2").render(
+            run=self.run_info(), targets=self.targets(), rows=self.rows(), cells=cells,
+            by_key={(c["model"], c["target"]): c for c in cells}, table=table, what_estimates_are=WHAT_IT_IS,
+            plots=plots(perf, vectorization), comparisons=comparisons,
+            failures=[t for t in self.tests if t["outcome"] in ("failed", "error")],
+            counts={o: sum(t["outcome"] == o for t in self.tests) for o in ORDER}, anchor=anchor)
+
+
+def _llvm_mca() -> str:
+    from pytest_rvv.profile.silicon import find_mca, mca_version
+
+    return mca_version(find_mca())
+
+
+def dispatch_table(vectorization: dict[tuple[str, str, str], dict[str, Any]], perf: dict[str, Any] | None,
+                   model: str, target: str) -> list[dict[str, Any]]:
+    """Per dispatch: static and executed counts, executed vector share, estimated cycles (most work first)."""
+    static = (vectorization.get((model, target, "static")) or {}).get("dispatches") or {}
+    executed = (vectorization.get((model, target, "executed")) or {}).get("dispatches") or {}
+    silicon = (perf or {}).get("silicon") or {}
+    rows = []
+    for key in sorted(set(static) | set(executed)):
+        s, e = static.get(key, {}), executed.get(key, {})
+        rows.append({"dispatch": key, "static": s.get("instructions"), "static_vector": s.get("vector"),
+                     "executed": e.get("instructions"),
+                     "share": round(100 * e["vector"] / e["instructions"], 1) if e.get("instructions") else None,
+                     "cycles": {core: cycles.get(key) for core, cycles in silicon.items()}})
+    rows.sort(key=lambda r: (-(r["executed"] or 0), -(r["static"] or 0), r["dispatch"]))
+    return rows[:DISPATCH_ROWS]
+
+
+def _png(fig: Any) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def plots(perf: dict[tuple[str, str], dict[str, Any]],
+          vectorization: dict[tuple[str, str, str], dict[str, Any]]) -> list[tuple[str, str]]:
+    """(title, data URL) of the plots a person reads faster than tables, each only when its data exists."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = []
+    shares = {(m, t): 100 * r["vector"] / r["instructions"] for (m, t, k), r in vectorization.items()
+              if k == "static" and r.get("instructions")}
+    if shares:
+        out.append(("Static vector share per model x target (%)", _bars(plt, shares)))
+    speedups = {}
+    for (model, target), record in perf.items():
+        base = perf.get((model, "rv64gc"), {}).get("metrics", {}).get("wall_s_min")
+        now = record["metrics"].get("wall_s_min")
+        if target.startswith("rv64gcv") and base and now:
+            speedups[(model, target)] = base / now
+    if speedups:
+        out.append(("Emulated speedup vs rv64gc (QEMU time: inverts the truth, see the estimates)",
+                    _bars(plt, speedups, line=1.0)))
+    points = [(r["metrics"]["wall_s_min"], cycles, f"{t} / {m.partition('@')[2]}")
+              for (_, t), r in perf.items() for m, cycles in r["metrics"].items()
+              if m.startswith("est_cycles@") and "wall_s_min" in r["metrics"]]
+    if points:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for label in sorted({p[2] for p in points}):
+            ax.scatter([p[0] for p in points if p[2] == label], [p[1] for p in points if p[2] == label], s=16,
+                       label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("emulated time, min (s)")
+        ax.set_ylabel("estimated cycles on the core")
+        ax.legend(fontsize="x-small")
+        fig.tight_layout()
+        out.append(("Emulated time vs estimated silicon cycles (target / core)", _png(fig)))
+        plt.close(fig)
+    mixes = {(m, t): r for (m, t, k), r in vectorization.items() if k == "executed" and r.get("dispatches")}
+    for (model, target), record in sorted(mixes.items())[:6]:
+        top = sorted(record["dispatches"].items(), key=lambda kv: -kv[1]["instructions"])[:10]
+        fig, ax = plt.subplots(figsize=(7, 2.8))
+        names = [k.split("_", 2)[-1][:28] or k for k, _ in top]
+        vector = [d["vector"] for _, d in top]
+        scalar = [d["instructions"] - d["vector"] for _, d in top]
+        ax.barh(names, scalar, label="scalar")
+        ax.barh(names, vector, left=scalar, label="vector")
+        ax.invert_yaxis()
+        ax.tick_params(labelsize=6)
+        ax.legend(fontsize="x-small")
+        fig.tight_layout()
+        out.append((f"Executed instruction mix of the top dispatches: {model} on {target}", _png(fig)))
+        plt.close(fig)
+    return out
+
+
+def _bars(plt: Any, values: dict[tuple[str, str], float], line: float | None = None) -> str:
+    models = sorted({m for m, _ in values})
+    targets = sorted({t for _, t in values})
+    fig, ax = plt.subplots(figsize=(max(6, len(models) * 0.8), 3.5))
+    width = 0.8 / max(len(targets), 1)
+    for i, target in enumerate(targets):
+        ax.bar([x + i * width for x in range(len(models))], [values.get((m, target), 0) for m in models], width,
+               label=target)
+    if line is not None:
+        ax.axhline(line, color="grey", linewidth=0.8)
+    ax.set_xticks([x + width * (len(targets) - 1) / 2 for x in range(len(models))], models, rotation=30, ha="right")
+    ax.legend(fontsize="x-small")
+    fig.tight_layout()
+    data = _png(fig)
+    plt.close(fig)
+    return data

@@ -1,0 +1,72 @@
+"""Results other tools read: a versioned ``results.json`` and, on GitHub Actions, a Markdown step summary.
+
+``results.json`` (schema ``pytest-rvv-results/1``)::
+
+    {"schema": "pytest-rvv-results/1",
+     "run": {"command", "date", "toolchain", "reference", "machine", "qemu", "llvm_mca"},
+     "tests": [{"nodeid", "outcome", "model", "target", "check"}],
+     "metrics": [{"model", "target", "metric", "value", "unit", "kind", "verdict", "baseline",
+                  "machine", "toolchain"}]}
+
+``outcome`` is passed, failed, error, skipped, xfailed or xpassed; ``verdict`` is ok, improved,
+changed, REGRESSED, or null when the metric was not judged (no baseline, or --update-baselines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pytest_rvv.perf.metrics import kind_of, metric_info
+from pytest_rvv.store import atomic_write_bytes
+from pytest_rvv.targets import BUILTIN_TARGETS, Target
+
+SCHEMA = "pytest-rvv-results/1"
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[str, str], dict[str, Any]],
+            rows: dict[tuple[str, str], list[Any]], targets: dict[str, Target]) -> dict[str, Any]:
+    """The results document: one record per test and one per model x target x metric."""
+    metrics = []
+    for (model, target), record in sorted(perf.items()):
+        verdicts = {metric: (baseline, status) for metric, baseline, _, status in rows.get((model, target), [])}
+        machine = (record.get("board") or {}).get("name") or run["machine"]["name"]
+        for metric, value in sorted(record["metrics"].items()):
+            info = metric_info(metric)
+            baseline, status = verdicts.get(metric, (None, None))
+            metrics.append({"model": model, "target": target, "metric": metric, "value": value,
+                            "unit": info.unit if info else "", "kind": kind_of(metric, targets.get(
+                                target, BUILTIN_TARGETS["rv64gc"])), "verdict": status, "baseline": baseline,
+                            "machine": machine, "toolchain": record.get("toolchain", {})})
+    return {"schema": SCHEMA, "run": run, "tests": tests, "metrics": metrics}
+
+
+def write_results(directory: Path, document: dict[str, Any]) -> Path:
+    path = directory / "results.json"
+    atomic_write_bytes(path, (json.dumps(document, indent=1, default=str) + "\n").encode())
+    return path
+
+
+def step_summary(grid: list[list[str]], failures: list[tuple[str, str]]) -> str:
+    """The verdict grid and the failures as GitHub-flavoured Markdown."""
+    lines = ["## pytest-rvv", ""]
+    if grid:
+        lines += ["| " + " | ".join(grid[0]) + " |", "|" + "---|" * len(grid[0])]
+        lines += ["| " + " | ".join(row) + " |" for row in grid[1:]]
+    if failures:
+        lines += ["", f"### {len(failures)} failed", ""]
+        lines += [f"- `{nodeid}`: {first}" for nodeid, first in failures]
+    return "\n".join(lines) + "\n"
+
+
+def append_step_summary(text: str) -> Path | None:
+    """Append ``text`` to ``$GITHUB_STEP_SUMMARY`` when it is set (GitHub Actions)."""
+    target = os.environ.get(SUMMARY_ENV)
+    if not target:
+        return None
+    with open(target, "a", encoding="utf-8") as f:
+        f.write(text)
+    return Path(target)
