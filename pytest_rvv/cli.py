@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from pytest_rvv.errors import RvvError
+from pytest_rvv.progress import Progress
 from pytest_rvv.run.runtime_build import SOURCE_ENV
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
 
@@ -61,8 +63,14 @@ def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
     tools_dir = args.tools_dir or default_tools_dir()
     toolchain = find_toolchain(settings.iree_build)
 
+    progress = Progress("build-runtime")
+
     def log(line: str) -> None:
-        print(f"[build-runtime] {line}", flush=True)
+        step = re.match(r"step (\d+) of (\d+): (.*)", line)
+        if step:
+            progress.step(int(step.group(1)), int(step.group(2)), step.group(3))
+        else:
+            progress.line(line)
 
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-iree-src-") as scratch:
         try:
@@ -87,8 +95,14 @@ def bisect_command(args: argparse.Namespace) -> int:
 
     pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
 
+    progress = Progress(args.command)
+
     def log(line: str) -> None:
-        print(f"[{args.command}] {line}", flush=True)
+        step = re.match(r"step (\d+) of (at most \d+): (.*)", line)
+        if step:
+            progress.step(int(step.group(1)), step.group(2), step.group(3))
+        else:
+            progress.line(line)
 
     if args.command == "bisect-run":
         return bisect_run(args.build.resolve(), pytest_args, Path.cwd(), args.build_cmd, log)

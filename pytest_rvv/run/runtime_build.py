@@ -327,8 +327,8 @@ def _cmake_build(tree: Path, work: Path, tools: CrossToolchain, log_path: Path, 
         ("build iree-run-module for riscv64",
          [str(tools.cmake), "--build", str(cross), "-j", jobs, "--target", "iree-run-module"]),
     ]
-    for what, argv in steps:
-        log(what)
+    for index, (what, argv) in enumerate(steps, 1):
+        log(f"step {index} of {len(steps)}: {what}")
         result = run_process(argv, timeout_s=BUILD_TIMEOUT_S, env=env)
         with log_path.open("a") as f:
             f.write(f"$ {' '.join(argv)}\n{result.stdout}\n{result.stderr}\n")
