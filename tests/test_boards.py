@@ -125,6 +125,10 @@ def test_two_boards_two_workers_each_worker_owns_one(board_project, tmp_path):
     result.assert_outcomes(passed=3)
     for board in ("board-a", "board-b"):  # both boards ran modules
         assert any(p.name.endswith("module.vmfb") for p in (tmp_path / board / "cas").iterdir()), board
+    # two workers on one board: each owns its SSH connection, and closing one never cuts the other's runs
+    shared = board_project.run("correctness/test_agreement.py", "--rvv-models=mlp",
+                               "--rvv-targets=rv64gc,rv64gcv-zvl128b,rv64gcv-zvl256b", "--rvv-board=a", "-n", "2")
+    shared.assert_outcomes(passed=3)
 
 
 def test_a_target_beyond_the_boards_vlen_is_refused_at_start_up(board_project):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import shlex
 import subprocess
@@ -110,14 +111,15 @@ class BoardLink:
 
     @property
     def control(self) -> str:
-        """The master connection's socket: per host, port, user (%C) and ssh options (another key: another login)."""
-        return f"{self.control_dir}/{digest([*self.board.ssh_options])[:12]}-%C"
+        """This process's master connection socket: per host, port, user (%C), ssh options (another key: another
+        login) and process (xdist workers sharing a board each own their connection, and close only theirs)."""
+        return f"{self.control_dir}/{os.getpid()}-{digest([*self.board.ssh_options])[:10]}-%C"
 
     def ssh(self, script: str, stdin: bytes = b"", timeout: float = SSH_TIMEOUT_S) -> subprocess.CompletedProcess:
         """Run ``script`` with sh on the board; a transport failure (ssh's 255) is one line naming the board."""
         self.control_dir.mkdir(parents=True, exist_ok=True)
         argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ControlMaster=auto", "-o", f"ControlPath={self.control}",
-                "-o", "ControlPersist=60", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15",
+                "-o", "ControlPersist=30", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15",
                 *self.board.ssh_options, self.board.host, script]
         try:
             proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
