@@ -41,6 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     bisect.add_argument("--index-url", metavar="URL", help="pip's index (e.g. one of nightly builds)")
     bisect.add_argument("--find-links", metavar="URL|DIR", action="append", default=[], help="pip's --find-links")
     bisect.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the pytest arguments")
+    sweep = commands.add_parser(
+        "sweep", help="run a pytest selection with every released compiler in a range, results per version (for "
+                      "the report's history): pytest-rvv sweep --versions 3.9.0..3.13.0 -- PYTEST-ARGS")
+    sweep.add_argument("--versions", required=True, metavar="A..B", help="a range of iree-base-compiler releases")
+    sweep.add_argument("--out", type=Path, default=Path("rvv-history"), metavar="DIR",
+                       help="where each version's results go (default: rvv-history; the report reads it)")
+    sweep.add_argument("--index-url", metavar="URL", help="pip's index")
+    sweep.add_argument("--find-links", metavar="URL|DIR", action="append", default=[], help="pip's --find-links")
+    sweep.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the pytest arguments")
     bisect_run = commands.add_parser(
         "bisect-run", help="a `git bisect run` step in an IREE checkout: exit 0 good, 1 bad, 125 cannot test")
     bisect_run.add_argument("--build", type=Path, default=Path("build"), metavar="DIR",
@@ -98,7 +107,7 @@ def bisect_command(args: argparse.Namespace) -> int:
     progress = Progress(args.command)
 
     def log(line: str) -> None:
-        step = re.match(r"step (\d+) of (at most \d+): (.*)", line)
+        step = re.match(r"step (\d+) of ((?:at most )?\d+): (.*)", line)
         if step:
             progress.step(int(step.group(1)), step.group(2), step.group(3))
         else:
@@ -108,6 +117,10 @@ def bisect_command(args: argparse.Namespace) -> int:
         return bisect_run(args.build.resolve(), pytest_args, Path.cwd(), args.build_cmd, log)
     pip_args = (("--index-url", args.index_url) if args.index_url else ()) + tuple(
         arg for link in args.find_links for arg in ("--find-links", link))
+    if args.command == "sweep":
+        from pytest_rvv.sweep import sweep
+
+        return sweep(args.versions, pytest_args, args.out.resolve(), default_tools_dir(), Path.cwd(), pip_args, log)
     return bisect_releases(args.good, args.bad, pytest_args, default_tools_dir(), Path.cwd(), pip_args, log)
 
 
@@ -132,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_doctor(settings)
         if args.command == "build-runtime":
             return build_runtime_command(args, settings)
-        if args.command in ("bisect", "bisect-run"):
+        if args.command in ("bisect", "bisect-run", "sweep"):
             return bisect_command(args)
         if args.command == "models":
             from pytest_rvv.model.catalog import describe_models

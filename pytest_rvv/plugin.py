@@ -50,6 +50,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rvv-report", default=None, metavar="DIR",
                     help="write a self-contained HTML report of the run (index.html), results.json, Table 1 as "
                          "Markdown and PNG plots, and a toolchain comparison's every change (comparison.md) into DIR")
+    group.addoption("--rvv-history", default=None, metavar="DIR",
+                    help="with --rvv-report: a `pytest-rvv sweep` folder whose per-release results the report's "
+                         "history draws beside the baselines' git history (default: rvv-history when it exists)")
     group.addoption("--rvv-compare-report-only", action="store_true", default=False,
                     help="with --rvv-compare: report the side-by-side comparison without failing on added work")
     group.addoption("--rvv-repro", default=None, metavar="DIR",

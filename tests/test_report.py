@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -77,3 +78,31 @@ def test_results_json_junit_properties_and_the_github_summary(reported):
     text = summary.read_text()
     assert "| strings | failed |" in text and "| mlp | passed |" in text
     assert "correctness/test_compile.py::test_compiles[strings-rv64gc]" in text
+
+
+def test_a_sweep_over_releases_fills_the_reports_history_once_per_version(project, tmp_path):
+    """pytest-rvv sweep runs the selection with 3.12.0 and 3.13.0 (cached per version); the report draws both."""
+    project.write(suite=False)
+    shutil.copytree(SUITES / "performance", project.path / "performance",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    selection = ["performance/test_performance.py", "--rvv-models=mlp", "--rvv-targets=aarch64", "-p",
+                 "no:cacheprovider"]
+    sweep = [sys.executable, "-m", "pytest_rvv.cli", "sweep", "--versions", "3.12.0..3.13.0", "--", *selection]
+    first = subprocess.run(sweep, cwd=project.path, capture_output=True, text=True, timeout=1800)
+    assert first.returncode == 0, first.stdout[-2000:]
+    assert "[sweep] step 1 of 2, " in first.stdout and "[sweep] 2 of 2 releases in " in first.stdout
+    again = subprocess.run(sweep, cwd=project.path, capture_output=True, text=True, timeout=600)
+    assert again.stdout.count(": cached (") == 2  # nothing reran
+    report = tmp_path / "report"
+    project.run(*selection, f"--rvv-report={report}").assert_outcomes(passed=1)
+    page = (report / "index.html").read_text()
+    history = page[page.index("History across toolchain versions"):page.index("Per model and target")]
+    assert "<h3>mlp on aarch64</h3>" in history
+    assert "3.12.0rc" in history and "3.13.0rc" in history and "executed_dispatch_instructions" in history
+
+
+def test_a_sweep_range_that_is_not_a_range_is_one_line(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "pytest_rvv.cli", "sweep", "--versions", "3.12.0", "--", "-q"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stderr.strip() == "pytest-rvv: --versions '3.12.0': give a range of releases, e.g. 3.9.0..3.13.0"

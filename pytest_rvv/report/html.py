@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 
 from pytest_rvv.errors import RvvError
+from pytest_rvv.fixtures import PERF_BASELINES
 from pytest_rvv.perf.report import PERF_ROWS, hot_dispatches, table_one
 from pytest_rvv.profile.silicon import WHAT_IT_IS
+from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.results import append_step_summary, results, step_summary, write_results
 from pytest_rvv.session import RvvSession
 from pytest_rvv.store import atomic_write_bytes
@@ -159,7 +161,11 @@ class RunReport:
                     if (model, target) in perf else [],
                     "error": agreement.get((model, target)) if isinstance(agreement, dict) else None,
                 })
-        return env.get_template("index.html.j2").render(
+        sweep = self.config.getoption("rvv_history")
+        trend = history(self.session.settings.root, self.session.settings.root / PERF_BASELINES,
+                        [(c["model"], c["target"]) for c in cells],
+                        Path(sweep) if sweep else self.session.settings.root / HISTORY_DIR)
+        return env.get_template("index.html.j2").render(history=trend,
             run=self.run_info(), targets=self.targets(), rows=self.rows(), cells=cells,
             by_key={(c["model"], c["target"]): c for c in cells}, table=table, what_estimates_are=WHAT_IT_IS,
             plots=plots(perf, vectorization), comparisons=comparisons,
