@@ -9,6 +9,7 @@ Two sources, merged per model x target x metric, keyed by the compiler version l
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,5 @@ def history(root: Path, baselines: Path, cells: list[tuple[str, str]], sweep: Pa
 
 def _release_order(version_line: str) -> tuple[int, ...]:
     """``IREE compiler version 3.12.0rc20260917 @ ...`` -> (3, 12, 0, 20260917)."""
-    import re
-
     numbers = re.findall(r"\d+", version_line.split("@")[0])
     return tuple(int(n) for n in numbers[:4])

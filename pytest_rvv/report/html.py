@@ -31,6 +31,8 @@ from pytest_rvv.store import atomic_write_bytes
 CELL_PROPERTY = "rvv_cell"
 ORDER = {"failed": 0, "error": 1, "xpassed": 2, "passed": 3, "xfailed": 4, "skipped": 5}
 LONGREPR_LIMIT = 20000
+CHECK_ORDER = ["compiles", "correct", "vectorized", "vectorized when run", "performance", "vs reference",
+               "conformance"]
 DISPATCH_ROWS = 25
 
 
@@ -108,7 +110,10 @@ class RunReport:
         return [m for m in order if m in seen] + sorted(seen - set(order))
 
     def cell(self, model: str, target: str) -> list[dict[str, Any]]:
-        return [t for t in self.tests if t["model"] == model and t["target"] == target]
+        """The tests of one model x target, in pipeline order of their checks (not xdist's finishing order)."""
+        tests = [t for t in self.tests if t["model"] == model and t["target"] == target]
+        return sorted(tests, key=lambda t: (CHECK_ORDER.index(t["check"]) if t["check"] in CHECK_ORDER
+                                            else len(CHECK_ORDER), t["nodeid"]))
 
     def verdict(self, tests: list[dict[str, Any]]) -> str:
         return min((t["outcome"] for t in tests), key=ORDER.__getitem__) if tests else "none"
