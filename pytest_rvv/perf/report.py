@@ -138,18 +138,21 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -
         if log:
             ax.set_yscale("log")
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        fig.tight_layout()
-        path = directory / f"{name}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
-    written.append(_speedup_plot(plt, directory, rows, models))
+        written.append(_save(plt, fig, directory / f"{name}.png"))
+    written.append(_save(plt, speedup_figure(plt, rows), directory / "speedup.png"))
     if _cores(rows):
-        written.append(_silicon_plot(plt, directory, rows))
+        written.append(_save(plt, silicon_figure(plt, rows), directory / "silicon.png"))
     return written
 
 
-def _silicon_plot(plt: Any, directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -> Path:
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def silicon_figure(plt: Any, rows: dict[tuple[str, str], dict[str, Any]]) -> Any:
     """Emulated time vs estimated silicon time per model x target (log-log): emulation inverts the truth."""
     fig, ax = plt.subplots(figsize=(7, 5))
     for core in _cores(rows):
@@ -165,15 +168,12 @@ def _silicon_plot(plt: Any, directory: Path, rows: dict[tuple[str, str], dict[st
     ax.set_ylabel("estimated silicon time (ms, or Mcycles without a clock)")
     ax.set_title("emulated vs estimated silicon time, per model x target", fontsize="medium")
     ax.legend(fontsize="x-small")
-    fig.tight_layout()
-    path = directory / "silicon.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def _speedup_plot(plt: Any, directory: Path, rows: dict[tuple[str, str], dict[str, Any]], models: list[str]) -> Path:
+def speedup_figure(plt: Any, rows: dict[tuple[str, str], dict[str, Any]]) -> Any:
     """Speedup of each RVV target over rv64gc (min wall time), like the study's figure."""
+    models = sorted({m for m, _ in rows})
     vector_targets = sorted({t for _, t in rows if t.startswith("rv64gcv")})
     fig, ax = plt.subplots(figsize=(max(6, len(models) * 0.9), 4))
     width = 0.8 / max(len(vector_targets), 1)
@@ -194,11 +194,7 @@ def _speedup_plot(plt: Any, directory: Path, rows: dict[tuple[str, str], dict[st
     ax.set_ylabel("speedup vs rv64gc (min wall time)")
     if plotted:
         ax.legend(fontsize="small")
-    fig.tight_layout()
-    path = directory / "speedup.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 class PerformanceCollector:

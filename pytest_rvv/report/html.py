@@ -21,7 +21,7 @@ import pytest
 
 from pytest_rvv.errors import RvvError
 from pytest_rvv.fixtures import PERF_BASELINES
-from pytest_rvv.perf.report import PERF_ROWS, hot_dispatches, table_one
+from pytest_rvv.perf.report import PERF_ROWS, hot_dispatches, silicon_figure, speedup_figure, table_one
 from pytest_rvv.profile.silicon import WHAT_IT_IS
 from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.results import append_step_summary, results, step_summary, write_results
@@ -201,9 +201,12 @@ def dispatch_table(vectorization: dict[tuple[str, str, str], dict[str, Any]], pe
     return rows[:DISPATCH_ROWS]
 
 
-def _png(fig: Any) -> str:
+def _png(plt: Any, fig: Any) -> str:
+    """The figure as an inline PNG (a data URL), closed."""
     buffer = io.BytesIO()
+    fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=80)
+    plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
@@ -220,31 +223,12 @@ def plots(perf: dict[tuple[str, str], dict[str, Any]],
               if k == "static" and r.get("instructions")}
     if shares:
         out.append(("Static vector share per model x target (%)", _bars(plt, shares)))
-    speedups = {}
-    for (model, target), record in perf.items():
-        base = perf.get((model, "rv64gc"), {}).get("metrics", {}).get("wall_s_min")
-        now = record["metrics"].get("wall_s_min")
-        if target.startswith("rv64gcv") and base and now:
-            speedups[(model, target)] = base / now
-    if speedups:
+    if any(t.startswith("rv64gcv") for _, t in perf):
         out.append(("Emulated speedup vs rv64gc (QEMU time: inverts the truth, see the estimates)",
-                    _bars(plt, speedups, line=1.0)))
-    points = [(r["metrics"]["wall_s_min"], cycles, f"{t} / {m.partition('@')[2]}")
-              for (_, t), r in perf.items() for m, cycles in r["metrics"].items()
-              if m.startswith("est_cycles@") and "wall_s_min" in r["metrics"]]
-    if points:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for label in sorted({p[2] for p in points}):
-            ax.scatter([p[0] for p in points if p[2] == label], [p[1] for p in points if p[2] == label], s=16,
-                       label=label)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("emulated time, min (s)")
-        ax.set_ylabel("estimated cycles on the core")
-        ax.legend(fontsize="x-small")
-        fig.tight_layout()
-        out.append(("Emulated time vs estimated silicon cycles (target / core)", _png(fig)))
-        plt.close(fig)
+                    _png(plt, speedup_figure(plt, perf))))
+    if any(m.startswith("est_cycles@") for r in perf.values() for m in r["metrics"]):
+        out.append(("Emulated time vs estimated silicon time, per model x target",
+                    _png(plt, silicon_figure(plt, perf))))
     mixes = {(m, t): r for (m, t, k), r in vectorization.items() if k == "executed" and r.get("dispatches")}
     for (model, target), record in sorted(mixes.items())[:6]:
         top = sorted(record["dispatches"].items(), key=lambda kv: -kv[1]["instructions"])[:10]
@@ -257,9 +241,7 @@ def plots(perf: dict[tuple[str, str], dict[str, Any]],
         ax.invert_yaxis()
         ax.tick_params(labelsize=6)
         ax.legend(fontsize="x-small")
-        fig.tight_layout()
-        out.append((f"Executed instruction mix of the top dispatches: {model} on {target}", _png(fig)))
-        plt.close(fig)
+        out.append((f"Executed instruction mix of the top dispatches: {model} on {target}", _png(plt, fig)))
     return out
 
 
@@ -275,7 +257,4 @@ def _bars(plt: Any, values: dict[tuple[str, str], float], line: float | None = N
         ax.axhline(line, color="grey", linewidth=0.8)
     ax.set_xticks([x + width * (len(targets) - 1) / 2 for x in range(len(models))], models, rotation=30, ha="right")
     ax.legend(fontsize="x-small")
-    fig.tight_layout()
-    data = _png(fig)
-    plt.close(fig)
-    return data
+    return _png(plt, fig)
