@@ -22,7 +22,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from pytest_rvv.compile.environments import COMPILER, environment_of, released_versions, toolchain_from_spec
-from pytest_rvv.compile.toolchain import BUILD_TOOL_DIRS, Toolchain
+from pytest_rvv.compile.toolchain import BUILD_TOOL_DIRS, Toolchain, compiler_commit
 from pytest_rvv.errors import ConfigError
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
@@ -123,15 +123,10 @@ class ReleaseBisect:
             lines.append(f"no release lies between {last} and {first}: the first bad release is {first}")
         lines += [f"first bad release: {first} ({self.steps[first].detail})",
                   f"last good release: {last} ({self.steps[last].detail})"]
-        commits = [_commit(self.steps[v].detail) for v in (last, first)]
-        if all(commits):
-            lines.append(f"next, in IREE: git log {commits[0]}..{commits[1]}")
+        good_commit, bad_commit = (compiler_commit(self.steps[v].detail) for v in (last, first))
+        if good_commit and bad_commit:
+            lines.append(f"next, in IREE: git log {good_commit[:12]}..{bad_commit[:12]}")
         return (0 if hi - lo == 1 else 1), lines
-
-
-def _commit(version_line: str) -> str | None:
-    parts = version_line.split("@")
-    return parts[1].split()[0][:12] if len(parts) > 1 and parts[1].split() else None
 
 
 def bisect_releases(good: str, bad: str, pytest_args: Sequence[str], tools_dir: Path, cwd: Path,

@@ -35,7 +35,8 @@ def bisect(first_bad: str | None, untestable: frozenset[str] = frozenset(), vers
         if version in untestable:
             return Step(version, SKIP, "cannot be installed", 0)
         bad = first_bad is not None and versions.index(version) >= versions.index(first_bad)
-        return Step(version, BAD if bad else GOOD, f"IREE compiler version {version} @ {version.replace('.', '')}0a", 0)
+        line = f"IREE compiler version {version} @ {version.replace('.', '')}0abcd"
+        return Step(version, BAD if bad else GOOD, line, 0)
 
     code, lines = ReleaseBisect(versions, test, lambda line: None).run()
     return code, lines, tested
@@ -44,9 +45,9 @@ def bisect(first_bad: str | None, untestable: frozenset[str] = frozenset(), vers
 def test_the_first_bad_release_is_named_with_both_commits_in_few_steps():
     code, lines, tested = bisect("3.11.0")
     assert code == 0
-    assert lines == ["first bad release: 3.11.0 (IREE compiler version 3.11.0 @ 31100a)",
-                     "last good release: 3.10.0 (IREE compiler version 3.10.0 @ 31000a)",
-                     "next, in IREE: git log 31000a..31100a"]
+    assert lines == ["first bad release: 3.11.0 (IREE compiler version 3.11.0 @ 31100abcd)",
+                     "last good release: 3.10.0 (IREE compiler version 3.10.0 @ 31000abcd)",
+                     "next, in IREE: git log 31000abcd..31100abcd"]
     assert len(tested) <= 4
 
 
