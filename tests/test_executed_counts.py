@@ -54,15 +54,19 @@ dst:   .zero 400
 CROSS_GCC = "riscv64-linux-gnu-gcc"
 
 
-@pytest.fixture(scope="module")
-def vadd(tmp_path_factory) -> Path:
+def assemble(folder: Path, name: str, source: str) -> Path:
+    """A static riscv64 program (no libc) from hand-written RVV assembly; skips without the cross assembler."""
     if shutil.which(CROSS_GCC) is None:
         pytest.skip(f"{CROSS_GCC} not installed: apt-get install gcc-riscv64-linux-gnu (bash scripts/setup.sh system)")
-    folder = tmp_path_factory.mktemp("vadd")
-    (folder / "vadd.S").write_text(VADD)
+    (folder / f"{name}.S").write_text(source)
     subprocess.run([CROSS_GCC, "-march=rv64gcv", "-mabi=lp64d", "-nostdlib", "-static", "-Wl,--no-relax",
-                    "-o", folder / "vadd", folder / "vadd.S"], check=True)
-    return folder / "vadd"
+                    "-o", folder / name, folder / f"{name}.S"], check=True)
+    return folder / name
+
+
+@pytest.fixture(scope="module")
+def vadd(tmp_path_factory) -> Path:
+    return assemble(tmp_path_factory.mktemp("vadd"), "vadd", VADD)
 
 
 def count(program: Path, target: Target, plugin: Path, out: Path, elements: bool = True):

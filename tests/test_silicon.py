@@ -16,7 +16,7 @@ from pytest_rvv.profile.silicon import MCA, estimate
 from pytest_rvv.store import Store
 from pytest_rvv.targets import BUILTIN_TARGETS, target_from_table
 
-from .test_executed_counts import CROSS_GCC, count
+from .test_executed_counts import assemble, count
 
 X60 = CORES["spacemit-x60"]
 N = 50  # loop trips per kernel
@@ -80,15 +80,9 @@ def mca_cycles(mca: Path, lines: list[str], lmul: str | None) -> float:
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory, plugin, mca) -> tuple[Path, ExecutedCounts]:
-    if shutil.which(CROSS_GCC) is None:
-        pytest.skip(f"{CROSS_GCC} not installed: apt-get install gcc-riscv64-linux-gnu (bash scripts/setup.sh system)")
     folder = tmp_path_factory.mktemp("kernels")
-    (folder / "kernels.S").write_text(KERNELS)
-    subprocess.run([CROSS_GCC, "-march=rv64gcv", "-mabi=lp64d", "-nostdlib", "-static", "-Wl,--no-relax",
-                    "-o", folder / "kernels", folder / "kernels.S"], check=True)
-    counts = count(folder / "kernels", BUILTIN_TARGETS["rv64gcv-zvl256b"], plugin, folder / "c.txt",
-                   elements=False)
-    return folder / "kernels", counts
+    binary = assemble(folder, "kernels", KERNELS)
+    return binary, count(binary, BUILTIN_TARGETS["rv64gcv-zvl256b"], plugin, folder / "c.txt", elements=False)
 
 
 def test_the_estimate_is_trip_counts_times_llvm_mcas_cycles_per_block(kernels, mca, tmp_path):
