@@ -320,8 +320,8 @@ def _process_result(files: dict[str, bytes], command: list[str], limit: int) -> 
     timeout, 128+N a signal."""
     rc = int(files["rc.txt"].decode().strip() or "1")
     wall = int(files.get("wall_us.txt", b"0").decode().strip() or "0") / 1e6
-    timing = files.get("time.txt", b"").decode().split()
-    cpu = float(timing[1]) + float(timing[2]) if len(timing) >= 4 and _is_number(timing[1]) else wall
+    timing = _gnu_time(files)
+    cpu = timing[0] if timing else wall
     timed_out = rc in (124, 137) and wall >= limit - 0.5
     returncode = -(rc - 128) if rc > 128 and not timed_out else rc
     return ProcessResult(tuple(command), 0 if timed_out else returncode,
@@ -332,9 +332,8 @@ def _process_result(files: dict[str, bytes], command: list[str], limit: int) -> 
 def board_metrics(files: dict[str, bytes]) -> dict[str, float]:
     """Peak RSS (GNU time) and hardware counters (perf stat) of a board run, when the board gave them."""
     metrics: dict[str, float] = {}
-    timing = files.get("time.txt", b"").decode().split()
-    if len(timing) >= 4 and timing[3].isdigit():
-        metrics["board_peak_rss_kb"] = int(timing[3])
+    if timing := _gnu_time(files):
+        metrics["board_peak_rss_kb"] = timing[1]
     for line in files.get("perf.txt", b"").decode().splitlines():
         fields = line.split(",")
         if len(fields) > 2 and fields[0].isdigit() and fields[2].startswith(("cycles", "instructions")):
@@ -342,9 +341,13 @@ def board_metrics(files: dict[str, bytes]) -> dict[str, float]:
     return metrics
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+def _gnu_time(files: dict[str, bytes]) -> tuple[float, int] | None:
+    """(user + system seconds, peak RSS KiB) from GNU time's ``%e %U %S %M`` line, None without one."""
+    for line in reversed(files.get("time.txt", b"").decode(errors="replace").splitlines()):
+        fields = line.split()
+        if len(fields) == 4 and fields[3].isdigit():
+            try:
+                return float(fields[1]) + float(fields[2]), int(fields[3])
+            except ValueError:
+                return None
+    return None
