@@ -144,16 +144,22 @@ class RvvSession:
         return runner
 
     # boards
-    def board_for(self, target: Target) -> Board | None:
-        """The board ``target`` runs on: its own ``board``, else one of --rvv-board (one per xdist worker)."""
+    def boards_of(self, target: Target) -> list[Board]:
+        """The boards ``target`` may run on: its own ``board``, else --rvv-board's for riscv64 targets."""
         if target.board is not None:
-            return self.settings.boards[target.board]
-        names = self.settings.board_names
-        if not names or target.arch != RISCV64:
+            return [self.settings.boards[target.board]]
+        if target.arch != RISCV64:
+            return []
+        return [self.settings.boards[n] for n in self.settings.board_names]
+
+    def board_for(self, target: Target) -> Board | None:
+        """The board ``target`` runs on in this process: one of boards_of, one per xdist worker."""
+        boards = self.boards_of(target)
+        if not boards:
             return None
         worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
         index = int(worker[2:]) if worker[2:].isdigit() else 0
-        return self.settings.boards[names[index % len(names)]]
+        return boards[index % len(boards)]
 
     @functools.cache  # noqa: B019
     def link(self, board: Board) -> BoardLink:
@@ -166,13 +172,8 @@ class RvvSession:
 
     def check_boards(self) -> None:
         """Probe each board in use once and refuse a target it cannot run correctly (ConfigError, one line)."""
-        names = self.settings.board_names
         for target in self.settings.targets:
-            if target.board is not None:
-                candidates = [self.settings.boards[target.board]]
-            else:
-                candidates = [self.settings.boards[n] for n in names] if target.arch == RISCV64 else []
-            for board in candidates:  # every board a worker may own
+            for board in self.boards_of(target):  # every board a worker may own
                 if reason := self.facts(board).refuse(board, target):
                     raise ConfigError(reason)
 
