@@ -23,16 +23,17 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.perf.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.perf.comparison_report import COMPARISON_PROPERTY
 from pytest_rvv.perf.measure import PerfResult, measure_performance
+from pytest_rvv.perf.metrics import LANE_OCCUPANCY
 from pytest_rvv.perf.policy import tolerances
 from pytest_rvv.perf.reference import references
 from pytest_rvv.perf.report import PERF_IMPROVED, PERF_NOTE, PERF_PROPERTY, PERF_ROWS
 from pytest_rvv.perf.verdict import judge
-from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
+from pytest_rvv.profile.measure import LANES_PROPERTY, ExecutedMeasurement, measure_executed
 from pytest_rvv.repro import write_repro
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.snapshots import check_vectorization
-from pytest_rvv.targets import Target
+from pytest_rvv.targets import RISCV64, Target
 
 SESSION_KEY = pytest.StashKey[RvvSession]()
 REFERENCE_KEY = pytest.StashKey[RvvSession]()  # the reference toolchain's session (--rvv-compare)
@@ -89,7 +90,14 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
     """The vectorization gate on executed counts per dispatch, against an executed-counts snapshot."""
 
     def check() -> GateResult:
-        current = rvv_executed().snapshot(rvv_model.name, rvv_target.name)
+        # the report shows lane occupancy per dispatch: count elements too (same counts, ~1.4-3x the run time)
+        lanes = bool(request.config.getoption("rvv_report")) and rvv_target.arch == RISCV64 and rvv_target.has_vector
+        measurement = rvv_executed(elements=lanes)
+        if "lanes" in measurement.attribution:
+            record_property(LANES_PROPERTY, {"model": rvv_model.name, "target": rvv_target.name,
+                                             **measurement.attribution["lanes"]})
+            record_property(f"rvv.{LANE_OCCUPANCY}", measurement.attribution["lanes"]["total"]["occupancy_percent"])
+        current = measurement.snapshot(rvv_model.name, rvv_target.name)
         return check_vectorization(rvv_snapshot, current, rvv_target,
                                    max_share_drop=rvv_session.settings.max_vector_share_drop,
                                    strict=request.config.getoption("rvv_strict_baselines"),

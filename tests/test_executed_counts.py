@@ -88,6 +88,9 @@ def test_counts_of_a_hand_written_rvv_loop_match_the_hand_derived_numbers(vadd, 
     assert (arith.executions, arith.elements, arith.vlmax) == (iterations, 100, iterations * vlmax)
     assert (memory.executions, memory.elements, memory.vlmax) == (3 * iterations, 300, 3 * iterations * vlmax)
     assert arith.occupancy == pytest.approx(100 / (iterations * vlmax))
+    # per instruction: the four vector instructions of the loop, each run once per iteration on 100 elements
+    assert sorted(e.elements for e in counts.insn_elements.values()) == [100, 100, 100, 100]
+    assert {(e.executions, e.vlmax) for e in counts.insn_elements.values()} == {(iterations, iterations * vlmax)}
 
 
 def test_counting_is_repeatable_and_cheap_counting_needs_no_register_reads(vadd, plugin, tmp_path):
@@ -125,3 +128,30 @@ def test_model_counts_per_dispatch_are_identical_across_runs(tmp_path):
     assert dispatches and all(key.startswith("dispatch_") for key in dispatches)
     assert any(d["vector"] > 0 for d in dispatches.values())
     assert first.counts.total > first.attribution["dispatch_totals"]["instructions"] > 0
+
+
+@pytest.mark.parametrize("target_name", ["rv64gcv-zvl128b", "rv64gcv-zvl512b"])
+def test_lane_occupancy_per_dispatch_of_a_real_model(tmp_path, target_name):
+    """Elements mode attributes vl/VLMAX to dispatches; the counts themselves are those of a plain run."""
+    mlp_model(tmp_path / "mlp.onnx")
+    model = model_from_table("mlp", {"path": "mlp.onnx", "inputs": [{"name": "x", "shape": [4, 64]}]}, tmp_path)
+    session = RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE)}, tmp_path))
+    runner = session.runner(BUILTIN_TARGETS[target_name])
+    try:
+        plain = measure_executed(session, model, runner, tmp_path / "plain")
+    except ToolMissing as exc:
+        pytest.skip(str(exc))
+    counted = measure_executed(session, model, runner, tmp_path / "lanes", elements=True)
+    assert counted.snapshot("mlp", target_name) == plain.snapshot("mlp", target_name)
+    assert "lanes" not in plain.attribution
+    lanes = counted.attribution["lanes"]
+    assert lanes["vlen"] == BUILTIN_TARGETS[target_name].emulator_vlen
+    vectorized = {k for k, d in counted.attribution["dispatches"].items()
+                  if d["classes"].get("vector_arith", 0) + d["classes"].get("vector_memory", 0)}
+    assert set(lanes["dispatches"]) == vectorized
+    for name, d in lanes["dispatches"].items():
+        assert 0 < d["occupancy_percent"] <= 100, name
+        assert d["elements"] <= d["vlmax"]
+    total = lanes["total"]
+    assert total["elements"] == sum(d["elements"] for d in lanes["dispatches"].values())
+    assert total["executions"] == sum(d["executions"] for d in lanes["dispatches"].values())

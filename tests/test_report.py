@@ -9,7 +9,10 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import jsonschema
 import pytest
+
+from pytest_rvv.report.results import schema
 
 from .conftest import SUITES
 
@@ -26,7 +29,7 @@ def chromium(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def reported(project, tmp_path, monkeypatch):
-    """mlp (agrees) and strings (IREE cannot compile it) on rv64gc, every suite, with a report and JUnit XML."""
+    """mlp (agrees) and strings (IREE cannot compile it) on rv64gc and zvl256b, every suite, report and JUnit XML."""
     summary = tmp_path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     project.write(models=("mlp", "strings"))
@@ -35,7 +38,8 @@ def reported(project, tmp_path, monkeypatch):
                         ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
     report = tmp_path / "report"
     result = project.run("correctness", "vectorization", "performance", "--rvv-models=mlp,strings",
-                         "--rvv-targets=rv64gc", f"--rvv-report={report}", f"--junitxml={tmp_path / 'junit.xml'}")
+                         "--rvv-targets=rv64gc,rv64gcv-zvl256b", f"--rvv-report={report}",
+                         f"--junitxml={tmp_path / 'junit.xml'}")
     return result, report, summary, tmp_path / "junit.xml"
 
 
@@ -43,17 +47,24 @@ def test_the_page_loads_offline_in_chromium_with_a_cell_per_model_and_target(rep
     result, report, _, _ = reported
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # strings cannot compile
     page = report / "index.html"
-    result.stdout.fnmatch_lines([f"report: {page} and results.json"])
+    result.stdout.fnmatch_lines([f"report: {page} and results.json (* KiB, written in * s)"])
     html = page.read_text()
     assert not re.search(r"""(?:src|href)=["'](?:https?:)?//""", html)  # nothing fetched: self-contained
     loaded = chromium("--dump-dom", page.as_uri())
     assert "CONSOLE" not in loaded.stderr, loaded.stderr  # no console message: no script error, no failed load
     dom = loaded.stdout
     cells = re.findall(r'<td class="cell (\w+)" data-verdict="\w+"><a href="#([^"]+)"', dom)
-    assert sorted(cells) == [("failed", "cell-strings-rv64gc"), ("passed", "cell-mlp-rv64gc")]
+    assert sorted(cells) == [("failed", "cell-strings-rv64gc"), ("failed", "cell-strings-rv64gcv-zvl256b"),
+                             ("passed", "cell-mlp-rv64gc"), ("passed", "cell-mlp-rv64gcv-zvl256b")]
     section = dom[dom.index('id="cell-strings-rv64gc"'):]
     assert 'class="failure"' in section.split("</section>")[0]  # the failing cell links to its failure block
     assert "CompileFailed: iree-compile rejected model 'strings'" in section
+    # the RVV cell's dispatch table carries lane occupancy; the scalar one has no such column
+    rvv = dom[dom.index('id="cell-mlp-rv64gcv-zvl256b"'):].split("</section>")[0]
+    scalar = dom[dom.index('id="cell-mlp-rv64gc"'):].split("</section>")[0]
+    assert "lane occupancy %" in rvv and "lane occupancy %" not in scalar
+    occupancy = [float(v) for v in re.findall(r"lane occupancy: ([\d.]+) % of VLMAX", rvv)]
+    assert len(occupancy) == 1 and 0 < occupancy[0] <= 100
     shot = tmp_path / "page.png"
     chromium(f"--screenshot={shot}", "--window-size=1200,900", page.as_uri())
     import matplotlib.image
@@ -65,6 +76,7 @@ def test_the_page_loads_offline_in_chromium_with_a_cell_per_model_and_target(rep
 def test_results_json_junit_properties_and_the_github_summary(reported):
     _, report, summary, junit = reported
     document = json.loads((report / "results.json").read_text())
+    jsonschema.validate(document, schema())  # the schema file shipped in pytest_rvv/report/
     assert document["schema"] == "pytest-rvv-results/1"
     outcomes = {(t["model"], t["check"]): t["outcome"] for t in document["tests"]}
     assert outcomes[("strings", "compiles")] == "failed" and outcomes[("mlp", "correct")] == "passed"
@@ -72,11 +84,15 @@ def test_results_json_junit_properties_and_the_github_summary(reported):
     assert metrics["executed_dispatch_instructions"]["kind"] == "portable"
     assert metrics["executed_dispatch_instructions"]["unit"] == "instr"
     assert metrics["wall_s_min"]["kind"] == "machine-bound"
+    lanes = [m for m in document["metrics"] if m["metric"] == "lane_occupancy_percent"]
+    assert [(m["model"], m["target"], m["kind"], m["verdict"]) for m in lanes] == [
+        ("mlp", "rv64gcv-zvl256b", "diagnostic", None)]
     assert document["run"]["toolchain"].startswith("IREE compiler version")
     properties = {p.get("name") for p in ET.parse(junit).iter("property")}
-    assert {"rvv.module_bytes", "rvv.executed_dispatch_instructions", "rvv.wall_s_min"} <= properties
+    assert {"rvv.module_bytes", "rvv.executed_dispatch_instructions", "rvv.wall_s_min",
+            "rvv.lane_occupancy_percent"} <= properties
     text = summary.read_text()
-    assert "| strings | failed |" in text and "| mlp | passed |" in text
+    assert "| strings | failed | failed |" in text and "| mlp | passed | passed |" in text
     assert "correctness/test_compile.py::test_compiles[strings-rv64gc]" in text
 
 
@@ -106,3 +122,14 @@ def test_a_sweep_range_that_is_not_a_range_is_one_line(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.strip() == "pytest-rvv: --versions '3.12.0': give a range of releases, e.g. 3.9.0..3.13.0"
+
+
+def test_the_results_schema_refuses_a_record_without_its_verdict():
+    document = {"schema": "pytest-rvv-results/1", "tests": [], "run": {
+        "command": "pytest", "date": "2026-11-23 12:00:00 UTC", "machine": {"name": "m"}, "machine_text": "m"},
+        "metrics": [{"model": "mlp", "target": "rv64gc", "metric": "module_bytes", "value": 1, "unit": "B",
+                     "kind": "portable", "baseline": None, "machine": "m", "toolchain": {}}]}
+    with pytest.raises(jsonschema.ValidationError, match="'verdict' is a required property"):
+        jsonschema.validate(document, schema())
+    document["metrics"][0]["verdict"] = "ok"
+    jsonschema.validate(document, schema())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 from dataclasses import dataclass
@@ -63,14 +64,20 @@ def _packaged_iree_compile() -> Path | None:
     """The real iree-compile binary inside iree-base-compiler.
 
     Preferred over the console-script wrapper, which turns a compiler crash (a signal) into a
-    plain exit code.
+    plain exit code. Found without importing the package: importing it loads MLIR's native
+    extension into this process, which only the compiler process needs.
     """
     try:
-        import iree.compiler as package  # type: ignore[import-not-found]
+        spec = importlib.util.find_spec("iree.compiler")
     except ImportError:
         return None
-    binary = Path(package.__file__).parent / "_mlir_libs" / "iree-compile"
-    return binary if binary.is_file() else None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        binary = Path(folder) / "_mlir_libs" / "iree-compile"
+        if binary.is_file():
+            return binary
+    return None
 
 
 # Where an IREE build or install directory keeps its tools.

@@ -56,7 +56,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("board_instructions", MACHINE_BOUND, "instr", "instructions retired on the board (perf stat)", work=True),
     Metric("static_vector", DIAGNOSTIC, "instr", "vector instructions in the dispatch code"),
     Metric("executed_dispatch_vector", DIAGNOSTIC, "instr", "vector instructions executed in the dispatches"),
+    Metric("lane_occupancy_percent", DIAGNOSTIC, "%",
+           "elements processed / VLMAX over the executed vector instructions in the dispatches (report runs)"),
 )}
+LANE_OCCUPANCY = "lane_occupancy_percent"
 
 
 SILICON = "est_cycles"  # est_cycles@<core>: estimated cycles on a silicon core (llvm-mca), one metric per core

@@ -63,6 +63,7 @@ class ExecutedCounts:
     blocks: list[Block]
     vlen: int | None = None
     elements: dict[str, Elements] = field(default_factory=dict)
+    insn_elements: dict[int, Elements] = field(default_factory=dict)  # per vector instruction address
 
     @property
     def total(self) -> int:
@@ -92,6 +93,11 @@ def parse(text: str, source: Path) -> ExecutedCounts:
         elif fields[0] == "el":
             name = VECTOR_ARITH if fields[1] == "varith" else VECTOR_MEMORY
             counts.elements[name] = Elements(*(int(f) for f in fields[2:5]))
+        elif fields[0] == "ei":  # one address may be translated in several blocks: sum them
+            vaddr, now = int(fields[1], 16), Elements(*(int(f) for f in fields[3:6]))
+            before = counts.insn_elements.get(vaddr, Elements(0, 0, 0))
+            counts.insn_elements[vaddr] = Elements(before.executions + now.executions,
+                                                   before.elements + now.elements, before.vlmax + now.vlmax)
     return counts
 
 
@@ -181,9 +187,55 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
                            "classes": {cls: c[cls] for cls in CLASSES if c[cls]}}
     in_dispatches = sum(d["instructions"] for k, d in dispatches.items() if k != OUTSIDE)
     vector = sum(d["vector"] for k, d in dispatches.items() if k != OUTSIDE)
-    return {
+    attribution = {
         "dispatch_totals": {"instructions": in_dispatches, "vector": vector,
                             "vector_share_percent": share(vector, in_dispatches)},
         "dispatches": {k: d for k, d in dispatches.items() if k != OUTSIDE},
         "outside_dispatches": counts.total - in_dispatches,
     }
+    if counts.insn_elements:
+        attribution["lanes"] = lane_occupancy(counts, executables, arch)
+    return attribution
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """Lane occupancy of one dispatch: vector instructions executed, elements they processed, VLMAX summed."""
+
+    executions: int
+    elements: int
+    vlmax: int
+
+    @property
+    def occupancy_percent(self) -> float:
+        return round(100.0 * self.elements / self.vlmax, 2) if self.vlmax else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"executions": self.executions, "elements": self.elements, "vlmax": self.vlmax,
+                "occupancy_percent": self.occupancy_percent}
+
+
+def lane_occupancy(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) -> dict[str, Any]:
+    """Elements processed over VLMAX, per dispatch and over all dispatches (an elements=on run).
+
+    100 % means every executed vector instruction filled its register group; tails, short rows and
+    vl set below VLMAX lower it. Instructions outside the dispatch libraries are not counted.
+    """
+    sums: dict[str, list[int]] = {}
+    for elf in executables:
+        library = _library(elf, arch)
+        base = library.load_base(counts.blocks)
+        if base is None:
+            continue
+        for vaddr, e in counts.insn_elements.items():
+            at = bisect.bisect_left(library.addresses, vaddr - base)
+            if at < len(library.addresses) and library.addresses[at] == vaddr - base \
+                    and library.instructions[at].function != OUTSIDE:
+                total = sums.setdefault(dispatch_key(library.instructions[at].function), [0, 0, 0])
+                total[0] += e.executions
+                total[1] += e.elements
+                total[2] += e.vlmax
+    per_dispatch = {k: Lanes(*sums[k]) for k in sorted(sums, key=natural_order)}
+    overall = Lanes(*(sum(v[i] for v in sums.values()) for i in range(3)))
+    return {"vlen": counts.vlen, "total": overall.as_json(),
+            "dispatches": {k: lanes.as_json() for k, lanes in per_dispatch.items()}}

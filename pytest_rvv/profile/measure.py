@@ -13,6 +13,8 @@ from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin
 from pytest_rvv.run.runner import Runner, RunOutcome
 from pytest_rvv.session import RvvSession
 
+LANES_PROPERTY = "rvv_lanes"  # a test's lane occupancy per dispatch (elements=on runs), for the report
+
 
 @dataclass(frozen=True)
 class ExecutedMeasurement:

@@ -4,7 +4,7 @@
  * Cheap by construction: every TB gets one inline scoreboard add per execution (no callback);
  * its instructions are classified once, at translation (RISC-V: RVV arithmetic / memory /
  * vset*). With elements=on, vector instructions additionally get a callback reading the vl and
- * vtype CSRs, to sum the elements processed and VLMAX (lane occupancy) per class.
+ * vtype CSRs, to sum the elements processed and VLMAX (lane occupancy) per instruction address.
  *
  * Arguments: out=FILE (required), elements=on|off (default off).
  * Output (text, at exit):
@@ -12,6 +12,7 @@
  *   vlen <bits>                                  (elements=on, riscv64 with V)
  *   tb <vaddr> <n_insns> <execs> <varith> <vmem> <vset> <first bytes hex>
  *   el <class> <executions> <sum vl> <sum vlmax>  (elements=on; class: varith|vmem)
+ *   ei <vaddr> <class> <executions> <sum vl> <sum vlmax>  (elements=on; one per translated vector instruction)
  * Python (pytest_rvv.profile.counts) aggregates and attributes the blocks to dispatches.
  */
 #include <inttypes.h>
@@ -38,10 +39,18 @@ typedef struct Block {
 } Block;
 
 typedef struct {
-    uint64_t executions[2];
-    uint64_t sum_vl[2];
-    uint64_t sum_vlmax[2];
+    uint64_t executions;
+    uint64_t sum_vl;
+    uint64_t sum_vlmax;
 } Elements;
+
+/* One translated vector instruction: where, which class, and its element sums per vCPU. */
+typedef struct Insn {
+    uint64_t vaddr;
+    uint32_t cls; /* 0: varith, 1: vmem */
+    struct qemu_plugin_scoreboard *sums;
+    struct Insn *next;
+} Insn;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static Block *blocks;
@@ -49,10 +58,9 @@ static const char *out_path;
 static char target[32];
 static int riscv;
 static int count_elements;
-static struct qemu_plugin_scoreboard *elements;
+static Insn *insns;
 static struct qemu_plugin_register *reg_vl, *reg_vtype, *reg_vlenb;
 static uint64_t vlen_bits;
-static const uint32_t class_ids[2] = {VARITH, VMEM};
 
 static int classify_riscv(uint32_t word, size_t size)
 {
@@ -86,14 +94,14 @@ static void on_vector_insn(unsigned int vcpu, void *udata)
     if (!buf) {
         buf = g_byte_array_new();
     }
-    uint32_t cls = *(const uint32_t *)udata == VMEM ? 1 : 0;
+    const Insn *insn = udata;
     uint64_t vl = read_csr(reg_vl, buf), vtype = read_csr(reg_vtype, buf);
     uint64_t sew = 8u << ((vtype >> 3) & 7), lmul = vtype & 7;
     uint64_t vlmax = lmul < 4 ? (vlen_bits << lmul) / sew : (vlen_bits >> (8 - lmul)) / sew;
-    Elements *e = qemu_plugin_scoreboard_find(elements, vcpu);
-    e->executions[cls] += 1;
-    e->sum_vl[cls] += vl;
-    e->sum_vlmax[cls] += vlmax;
+    Elements *e = qemu_plugin_scoreboard_find(insn->sums, vcpu);
+    e->executions += 1;
+    e->sum_vl += vl;
+    e->sum_vlmax += vlmax;
 }
 
 static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
@@ -139,8 +147,15 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         }
         b->classes[cls]++;
         if (count_elements && cls != VSET && reg_vl && reg_vtype && vlen_bits) {
-            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_vector_insn, QEMU_PLUGIN_CB_R_REGS,
-                                                   (void *)&class_ids[cls == VMEM ? 1 : 0]);
+            Insn *record = calloc(1, sizeof(*record));
+            record->vaddr = qemu_plugin_insn_vaddr(insn);
+            record->cls = cls == VMEM ? 1 : 0;
+            record->sums = qemu_plugin_scoreboard_new(sizeof(Elements));
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_vector_insn, QEMU_PLUGIN_CB_R_REGS, record);
+            pthread_mutex_lock(&lock);
+            record->next = insns;
+            insns = record;
+            pthread_mutex_unlock(&lock);
         }
     }
     qemu_plugin_u64 counter = {b->execs, 0};
@@ -172,19 +187,27 @@ static void write_counts(qemu_plugin_id_t id, void *udata)
         fputc('\n', f);
     }
     if (count_elements) {
-        Elements total = {0};
-        for (int cpu = 0; cpu < qemu_plugin_num_vcpus(); cpu++) { /* user mode: threads are vCPUs */
-            Elements *e = qemu_plugin_scoreboard_find(elements, cpu);
-            for (int c = 0; c < 2; c++) {
-                total.executions[c] += e->executions[c];
-                total.sum_vl[c] += e->sum_vl[c];
-                total.sum_vlmax[c] += e->sum_vlmax[c];
+        Elements total[2] = {{0}};
+        for (Insn *r = insns; r; r = r->next) {
+            Elements sum = {0};
+            for (int cpu = 0; cpu < qemu_plugin_num_vcpus(); cpu++) { /* user mode: threads are vCPUs */
+                Elements *e = qemu_plugin_scoreboard_find(r->sums, cpu);
+                sum.executions += e->executions;
+                sum.sum_vl += e->sum_vl;
+                sum.sum_vlmax += e->sum_vlmax;
+            }
+            total[r->cls].executions += sum.executions;
+            total[r->cls].sum_vl += sum.sum_vl;
+            total[r->cls].sum_vlmax += sum.sum_vlmax;
+            if (sum.executions) {
+                fprintf(f, "ei %" PRIx64 " %s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", r->vaddr,
+                        r->cls ? "vmem" : "varith", sum.executions, sum.sum_vl, sum.sum_vlmax);
             }
         }
         const char *names[2] = {"varith", "vmem"};
         for (int c = 0; c < 2; c++) {
-            fprintf(f, "el %s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", names[c], total.executions[c],
-                    total.sum_vl[c], total.sum_vlmax[c]);
+            fprintf(f, "el %s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", names[c], total[c].executions,
+                    total[c].sum_vl, total[c].sum_vlmax);
         }
     }
     fclose(f);
@@ -209,7 +232,6 @@ PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *in
     snprintf(target, sizeof(target), "%s", info->target_name);
     riscv = !strncmp(target, "riscv", 5);
     if (count_elements) {
-        elements = qemu_plugin_scoreboard_new(sizeof(Elements));
         qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
     }
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);

@@ -13,6 +13,7 @@ import datetime
 import io
 import re
 import shlex
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 from pytest_rvv.errors import RvvError
 from pytest_rvv.fixtures import PERF_BASELINES
 from pytest_rvv.perf.report import PERF_ROWS, hot_dispatches, silicon_figure, speedup_figure, table_one
+from pytest_rvv.profile.measure import LANES_PROPERTY
 from pytest_rvv.profile.silicon import WHAT_IT_IS
 from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.results import append_step_summary, results, step_summary, write_results
@@ -56,6 +58,8 @@ class RunReport:
         self.config, self.session, self.directory, self.reference = config, session, directory, reference
         self.tests: list[dict[str, Any]] = []
         self.perf_rows: dict[tuple[str, str], list[Any]] = {}
+        self.lanes: dict[tuple[str, str], dict[str, Any]] = {}  # lane occupancy of report runs, per cell
+        self.written: tuple[int, float] | None = None  # bytes of index.html, seconds to write both files
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         cell = next((value for name, value in report.user_properties if name == CELL_PROPERTY), None)
@@ -72,27 +76,33 @@ class RunReport:
         for name, value in report.user_properties:
             if name == PERF_ROWS:
                 self.perf_rows[(row, target)] = value
+            elif name == LANES_PROPERTY:
+                self.lanes[(row, target)] = value
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.tests:
             return
+        started = time.perf_counter()
         self.directory.mkdir(parents=True, exist_ok=True)
-        page = self.render()
-        atomic_write_bytes(self.directory / "index.html", page.encode())
+        page = self.render().encode()
+        atomic_write_bytes(self.directory / "index.html", page)
         perf = self._plugin("rvv-performance", "rows", {})
         write_results(self.directory, results(self.run_info(), [
             {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in self.tests],
-            perf, self.perf_rows, dict(self.session.settings.known_targets)))
+            perf, self.perf_rows, dict(self.session.settings.known_targets), self.lanes))
         grid = [["model", *self.targets()]] + [[model, *(self._cell_text(model, t) for t in self.targets())]
                                                for model in self.rows()]
         failures = [(t["nodeid"], (t["longrepr"].strip().splitlines() or [""])[0][:200]) for t in self.tests
                     if t["outcome"] in ("failed", "error")]
         append_step_summary(step_summary(grid, failures))
+        self.written = (len(page), time.perf_counter() - started)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.tests and not hasattr(self.config, "workerinput"):
-            terminalreporter.write_line(f"report: {self.directory / 'index.html'} and results.json")
+        if self.written is not None:
+            size, seconds = self.written
+            terminalreporter.write_line(f"report: {self.directory / 'index.html'} and results.json "
+                                        f"({size / 1024:.0f} KiB, written in {seconds:.1f} s)")
 
     # what the page shows
     def _plugin(self, name: str, attribute: str, default: Any) -> Any:
@@ -161,7 +171,9 @@ class RunReport:
                 cells.append({
                     "model": model, "target": target, "anchor": anchor(model, target), "tests": tests,
                     "verdict": self.verdict(tests),
-                    "dispatches": dispatch_table(vectorization, perf.get((model, target)), model, target),
+                    "dispatches": dispatch_table(vectorization, perf.get((model, target)), model, target,
+                                                 self.lanes.get((model, target))),
+                    "lanes": (self.lanes.get((model, target)) or {}).get("total"),
                     "hot": [line[2:] for line in hot_dispatches({(model, target): perf[(model, target)]})]
                     if (model, target) in perf else [],
                     "error": agreement.get((model, target)) if isinstance(agreement, dict) else None,
@@ -173,7 +185,7 @@ class RunReport:
         return env.get_template("index.html.j2").render(history=trend,
             run=self.run_info(), targets=self.targets(), rows=self.rows(), cells=cells,
             by_key={(c["model"], c["target"]): c for c in cells}, table=table, what_estimates_are=WHAT_IT_IS,
-            plots=plots(perf, vectorization), comparisons=comparisons,
+            plots=plots(perf, vectorization, self.lanes), comparisons=comparisons,
             failures=[t for t in self.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in self.tests) for o in ORDER}, anchor=anchor)
 
@@ -185,17 +197,20 @@ def _llvm_mca() -> str:
 
 
 def dispatch_table(vectorization: dict[tuple[str, str, str], dict[str, Any]], perf: dict[str, Any] | None,
-                   model: str, target: str) -> list[dict[str, Any]]:
-    """Per dispatch: static and executed counts, executed vector share, estimated cycles (most work first)."""
+                   model: str, target: str, lanes: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Per dispatch: static and executed counts, executed vector share, lane occupancy and estimated
+    cycles (most work first). Occupancy exists only for an RVV target's run with elements counted."""
     static = (vectorization.get((model, target, "static")) or {}).get("dispatches") or {}
     executed = (vectorization.get((model, target, "executed")) or {}).get("dispatches") or {}
     silicon = (perf or {}).get("silicon") or {}
+    occupancy = (lanes or {}).get("dispatches") or {}
     rows = []
     for key in sorted(set(static) | set(executed)):
         s, e = static.get(key, {}), executed.get(key, {})
         rows.append({"dispatch": key, "static": s.get("instructions"), "static_vector": s.get("vector"),
                      "executed": e.get("instructions"),
                      "share": round(100 * e["vector"] / e["instructions"], 1) if e.get("instructions") else None,
+                     "lanes": occupancy[key]["occupancy_percent"] if key in occupancy else None,
                      "cycles": {core: cycles.get(key) for core, cycles in silicon.items()}})
     rows.sort(key=lambda r: (-(r["executed"] or 0), -(r["static"] or 0), r["dispatch"]))
     return rows[:DISPATCH_ROWS]
@@ -210,8 +225,8 @@ def _png(plt: Any, fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def plots(perf: dict[tuple[str, str], dict[str, Any]],
-          vectorization: dict[tuple[str, str, str], dict[str, Any]]) -> list[tuple[str, str]]:
+def plots(perf: dict[tuple[str, str], dict[str, Any]], vectorization: dict[tuple[str, str, str], dict[str, Any]],
+          lanes_by_cell: dict[tuple[str, str], dict[str, Any]] | None = None) -> list[tuple[str, str]]:
     """(title, data URL) of the plots a person reads faster than tables, each only when its data exists."""
     import matplotlib
 
@@ -229,6 +244,10 @@ def plots(perf: dict[tuple[str, str], dict[str, Any]],
     if any(m.startswith("est_cycles@") for r in perf.values() for m in r["metrics"]):
         out.append(("Emulated time vs estimated silicon time, per model x target",
                     _png(plt, silicon_figure(plt, perf))))
+    occupancy = {cell: lanes["total"]["occupancy_percent"] for cell, lanes in (lanes_by_cell or {}).items()}
+    if occupancy:
+        out.append(("Lane occupancy per model x RVV target (% of VLMAX filled by executed vector instructions)",
+                    _bars(plt, occupancy, line=100)))
     mixes = {(m, t): r for (m, t, k), r in vectorization.items() if k == "executed" and r.get("dispatches")}
     for (model, target), record in sorted(mixes.items())[:6]:
         top = sorted(record["dispatches"].items(), key=lambda kv: -kv[1]["instructions"])[:10]

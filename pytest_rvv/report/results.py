@@ -9,7 +9,8 @@
                   "machine", "toolchain"}]}
 
 ``outcome`` is passed, failed, error, skipped, xfailed or xpassed; ``verdict`` is ok, improved,
-changed, REGRESSED, or null when the metric was not judged (no baseline, or --update-baselines).
+changed, REGRESSED, or null when the metric was not judged (no baseline, --update-baselines, or a
+diagnostic). The schema file ``results.schema.json`` beside this module states all of it.
 """
 
 from __future__ import annotations
@@ -19,17 +20,22 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_rvv.perf.metrics import kind_of, metric_info
+from pytest_rvv.perf.metrics import DIAGNOSTIC, LANE_OCCUPANCY, kind_of, metric_info
 from pytest_rvv.store import atomic_write_bytes
 from pytest_rvv.targets import BUILTIN_TARGETS, Target
 
 SCHEMA = "pytest-rvv-results/1"
+SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with any JSON Schema 2020-12 validator
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
 def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[str, str], dict[str, Any]],
-            rows: dict[tuple[str, str], list[Any]], targets: dict[str, Target]) -> dict[str, Any]:
-    """The results document: one record per test and one per model x target x metric."""
+            rows: dict[tuple[str, str], list[Any]], targets: dict[str, Target],
+            lanes: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The results document: one record per test and one per model x target x metric.
+
+    Lane occupancy (of the executed-vectorization runs of a report) is a diagnostic record, never judged.
+    """
     metrics = []
     for (model, target), record in sorted(perf.items()):
         verdicts = {metric: (baseline, status) for metric, baseline, _, status in rows.get((model, target), [])}
@@ -41,7 +47,18 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
                             "unit": info.unit if info else "", "kind": kind_of(metric, targets.get(
                                 target, BUILTIN_TARGETS["rv64gc"])), "verdict": status, "baseline": baseline,
                             "machine": machine, "toolchain": record.get("toolchain", {})})
+    for (model, target), record in sorted((lanes or {}).items()):
+        metrics.append({"model": model, "target": target, "metric": LANE_OCCUPANCY,
+                        "value": record["total"]["occupancy_percent"], "unit": "%", "kind": DIAGNOSTIC,
+                        "verdict": None, "baseline": None, "machine": run["machine"]["name"],
+                        "toolchain": (perf.get((model, target)) or {}).get("toolchain")
+                        or {"iree_compile": str(run.get("toolchain", ""))}})
     return {"schema": SCHEMA, "run": run, "tests": tests, "metrics": metrics}
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of ``results.json`` (``results.schema.json``, shipped with the package)."""
+    return json.loads(SCHEMA_FILE.read_text())
 
 
 def write_results(directory: Path, document: dict[str, Any]) -> Path:
