@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 import jsonschema
 import pytest
 
+from pytest_rvv.report.html import badges, verdict
 from pytest_rvv.report.results import schema
 
 from .conftest import SUITES
@@ -133,3 +134,13 @@ def test_the_results_schema_refuses_a_record_without_its_verdict():
         jsonschema.validate(document, schema())
     document["metrics"][0]["verdict"] = "ok"
     jsonschema.validate(document, schema())
+
+
+def test_a_grid_cell_shows_one_badge_per_check_with_its_worst_outcome_and_counts():
+    tests = [{"check": "compiles", "outcome": "passed", "nodeid": "c[m-t]"}] + [
+        {"check": "conformance", "outcome": o, "nodeid": f"n{i}"}
+        for i, o in enumerate(["passed", "xfailed", "passed", "failed"])]
+    assert badges(tests) == [
+        {"check": "compiles", "outcome": "passed", "count": 1, "title": "c[m-t]"},
+        {"check": "conformance", "outcome": "failed", "count": 4, "title": "1 failed, 2 passed, 1 xfailed"}]
+    assert verdict(tests) == "failed" and verdict([]) == "none"

@@ -46,6 +46,24 @@ def outcome_of(report: pytest.TestReport) -> str:
     return report.outcome
 
 
+def verdict(tests: list[dict[str, Any]]) -> str:
+    """The worst outcome of some tests (failed before error before xpassed before passed ...)."""
+    return min((t["outcome"] for t in tests), key=ORDER.__getitem__) if tests else "none"
+
+
+def badges(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One badge per check of a grid cell, in the tests' order: the check's worst outcome and how many
+    tests it stands for (the conformance row runs one test per ONNX node test), counted in its title."""
+    by_check: dict[str, list[dict[str, Any]]] = {}
+    for t in tests:
+        by_check.setdefault(t["check"], []).append(t)
+    return [{"check": check, "outcome": verdict(group), "count": len(group),
+             "title": group[0]["nodeid"] if len(group) == 1 else ", ".join(
+                 f"{sum(t['outcome'] == o for t in group)} {o}" for o in ORDER
+                 if any(t["outcome"] == o for t in group))}
+            for check, group in by_check.items()]
+
+
 def anchor(*parts: str) -> str:
     return "cell-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(parts))
 
@@ -125,24 +143,9 @@ class RunReport:
         return sorted(tests, key=lambda t: (CHECK_ORDER.index(t["check"]) if t["check"] in CHECK_ORDER
                                             else len(CHECK_ORDER), t["nodeid"]))
 
-    def badges(self, tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One badge per check of a cell: its worst outcome, and how many tests it stands for (the
-        conformance row runs one test per ONNX node test)."""
-        by_check: dict[str, list[dict[str, Any]]] = {}
-        for t in tests:
-            by_check.setdefault(t["check"], []).append(t)
-        return [{"check": check, "outcome": self.verdict(group), "count": len(group),
-                 "title": group[0]["nodeid"] if len(group) == 1 else ", ".join(
-                     f"{sum(t['outcome'] == o for t in group)} {o}" for o in ORDER
-                     if any(t["outcome"] == o for t in group))}
-                for check, group in by_check.items()]
-
-    def verdict(self, tests: list[dict[str, Any]]) -> str:
-        return min((t["outcome"] for t in tests), key=ORDER.__getitem__) if tests else "none"
-
     def _cell_text(self, model: str, target: str) -> str:
         tests = self.cell(model, target)
-        return self.verdict(tests) if tests else ""
+        return verdict(tests) if tests else ""
 
     def run_info(self) -> dict[str, Any]:
         session = self.session
@@ -182,7 +185,7 @@ class RunReport:
                     continue
                 cells.append({
                     "model": model, "target": target, "anchor": anchor(model, target), "tests": tests,
-                    "verdict": self.verdict(tests), "badges": self.badges(tests),
+                    "verdict": verdict(tests), "badges": badges(tests),
                     "dispatches": dispatch_table(vectorization, perf.get((model, target)), model, target,
                                                  self.lanes.get((model, target))),
                     "lanes": (self.lanes.get((model, target)) or {}).get("total"),
