@@ -54,6 +54,20 @@ class Elements:
     def occupancy(self) -> float:
         return self.elements / self.vlmax if self.vlmax else 0.0
 
+    @property
+    def occupancy_percent(self) -> float:
+        return round(100.0 * self.occupancy, 2)
+
+    def __add__(self, other: Elements) -> Elements:
+        return Elements(self.executions + other.executions, self.elements + other.elements, self.vlmax + other.vlmax)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"executions": self.executions, "elements": self.elements, "vlmax": self.vlmax,
+                "occupancy_percent": self.occupancy_percent}
+
+
+NO_ELEMENTS = Elements(0, 0, 0)
+
 
 @dataclass
 class ExecutedCounts:
@@ -95,9 +109,7 @@ def parse(text: str, source: Path) -> ExecutedCounts:
             counts.elements[name] = Elements(*(int(f) for f in fields[2:5]))
         elif fields[0] == "ei":  # one address may be translated in several blocks: sum them
             vaddr, now = int(fields[1], 16), Elements(*(int(f) for f in fields[3:6]))
-            before = counts.insn_elements.get(vaddr, Elements(0, 0, 0))
-            counts.insn_elements[vaddr] = Elements(before.executions + now.executions,
-                                                   before.elements + now.elements, before.vlmax + now.vlmax)
+            counts.insn_elements[vaddr] = counts.insn_elements.get(vaddr, NO_ELEMENTS) + now
     return counts
 
 
@@ -149,15 +161,21 @@ def _library(elf: Path, arch: str) -> _Library:
     return _Library.load(elf, arch)
 
 
+def _loaded_libraries(counts: ExecutedCounts, executables: tuple[Path, ...],
+                      arch: str) -> Iterator[tuple[_Library, int]]:
+    """Each dispatch library the run loaded, with where it was loaded (libraries not found are left out)."""
+    for elf in executables:
+        library = _library(elf, arch)
+        base = library.load_base(counts.blocks)
+        if base is not None:
+            yield library, base
+
+
 def walk_blocks(counts: ExecutedCounts, executables: tuple[Path, ...],
                 arch: str) -> Iterator[tuple[Block, list[Instruction], int]]:
     """Every executed block inside a loaded dispatch library: (block, the library's instructions, index of
     the block's first one). The block's instructions are ``instructions[index:index + block.n_insns]``."""
-    for elf in executables:
-        library = _library(elf, arch)
-        base = library.load_base(counts.blocks)
-        if base is None:
-            continue
+    for library, base in _loaded_libraries(counts, executables, arch):
         start, end = base + library.text_vaddr, base + library.text_vaddr + len(library.text)
         for block in counts.blocks:
             if start <= block.vaddr < end and block.execs:
@@ -198,44 +216,19 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
     return attribution
 
 
-@dataclass(frozen=True)
-class Lanes:
-    """Lane occupancy of one dispatch: vector instructions executed, elements they processed, VLMAX summed."""
-
-    executions: int
-    elements: int
-    vlmax: int
-
-    @property
-    def occupancy_percent(self) -> float:
-        return round(100.0 * self.elements / self.vlmax, 2) if self.vlmax else 0.0
-
-    def as_json(self) -> dict[str, Any]:
-        return {"executions": self.executions, "elements": self.elements, "vlmax": self.vlmax,
-                "occupancy_percent": self.occupancy_percent}
-
-
 def lane_occupancy(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) -> dict[str, Any]:
     """Elements processed over VLMAX, per dispatch and over all dispatches (an elements=on run).
 
     100 % means every executed vector instruction filled its register group; tails, short rows and
     vl set below VLMAX lower it. Instructions outside the dispatch libraries are not counted.
     """
-    sums: dict[str, list[int]] = {}
-    for elf in executables:
-        library = _library(elf, arch)
-        base = library.load_base(counts.blocks)
-        if base is None:
-            continue
+    sums: dict[str, Elements] = {}
+    for library, base in _loaded_libraries(counts, executables, arch):
         for vaddr, e in counts.insn_elements.items():
             at = bisect.bisect_left(library.addresses, vaddr - base)
             if at < len(library.addresses) and library.addresses[at] == vaddr - base \
                     and library.instructions[at].function != OUTSIDE:
-                total = sums.setdefault(dispatch_key(library.instructions[at].function), [0, 0, 0])
-                total[0] += e.executions
-                total[1] += e.elements
-                total[2] += e.vlmax
-    per_dispatch = {k: Lanes(*sums[k]) for k in sorted(sums, key=natural_order)}
-    overall = Lanes(*(sum(v[i] for v in sums.values()) for i in range(3)))
-    return {"vlen": counts.vlen, "total": overall.as_json(),
-            "dispatches": {k: lanes.as_json() for k, lanes in per_dispatch.items()}}
+                key = dispatch_key(library.instructions[at].function)
+                sums[key] = sums.get(key, NO_ELEMENTS) + e
+    return {"vlen": counts.vlen, "total": sum(sums.values(), NO_ELEMENTS).as_json(),
+            "dispatches": {k: sums[k].as_json() for k in sorted(sums, key=natural_order)}}
