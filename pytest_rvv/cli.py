@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -72,14 +71,7 @@ def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
     tools_dir = args.tools_dir or default_tools_dir()
     toolchain = find_toolchain(settings.iree_build)
 
-    progress = Progress("build-runtime")
-
-    def log(line: str) -> None:
-        step = re.match(r"step (\d+) of (\d+): (.*)", line)
-        if step:
-            progress.step(int(step.group(1)), int(step.group(2)), step.group(3))
-        else:
-            progress.line(line)
+    log = Progress("build-runtime").log
 
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-iree-src-") as scratch:
         try:
@@ -104,14 +96,7 @@ def bisect_command(args: argparse.Namespace) -> int:
 
     pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
 
-    progress = Progress(args.command)
-
-    def log(line: str) -> None:
-        step = re.match(r"step (\d+) of ((?:at most )?\d+): (.*)", line)
-        if step:
-            progress.step(int(step.group(1)), step.group(2), step.group(3))
-        else:
-            progress.line(line)
+    log = Progress(args.command).log
 
     if args.command == "bisect-run":
         return bisect_run(args.build.resolve(), pytest_args, Path.cwd(), args.build_cmd, log)

@@ -9,7 +9,6 @@ exist for the same arguments is not run again. Test failures are data here, not 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -31,9 +30,9 @@ def sweep(versions: str, pytest_args: Sequence[str], out: Path, tools_dir: Path,
     """Run the selection with every release in the range; 0 when each ran (or was cached), 1 when one could not."""
     first, last = parse_range(versions)
     releases = versions_between(released_versions(COMPILER, pip_args), first, last)
-    start, missing = time.monotonic(), []
+    missing: list[str] = []
     for index, version in enumerate(releases, 1):
-        log(f"step {index} of {len(releases)}: {version} ({time.monotonic() - start:.0f} s so far)")
+        log(f"step {index} of {len(releases)}: {version}")  # the caller's Progress adds the time so far
         folder = out / version
         marker = folder / "sweep.json"
         if (folder / "results.json").is_file() and marker.is_file() and \

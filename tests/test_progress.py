@@ -26,3 +26,13 @@ def test_on_a_terminal_the_step_line_updates_in_place():
     progress.line("built")
     assert screen.getvalue() == ("\r\x1b[2K[build-runtime] step 1 of 4, 0 s: configure"
                                  "\r\x1b[2K[build-runtime] step 2 of 4, 0 s: build\n[build-runtime] built\n")
+
+
+def test_the_long_running_functions_log_lines_become_steps_or_plain_lines():
+    log = io.StringIO()
+    progress = Progress("sweep", log)
+    progress.log("step 2 of 5: 3.10.0")
+    progress.log("step 1 of at most 4: 3.9.0 ...")
+    progress.log("3.10.0: cached (rvv-history/3.10.0/results.json)")
+    assert log.getvalue() == ("[sweep] step 2 of 5, 0 s: 3.10.0\n[sweep] step 1 of at most 4, 0 s: 3.9.0 ...\n"
+                              "[sweep] 3.10.0: cached (rvv-history/3.10.0/results.json)\n")

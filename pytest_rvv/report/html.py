@@ -103,10 +103,11 @@ class RunReport:
             return
         started = time.perf_counter()
         self.directory.mkdir(parents=True, exist_ok=True)
-        page = self.render().encode()
+        run = self.run_info()  # probes the tools once, for the page and results.json
+        page = self.render(run).encode()
         atomic_write_bytes(self.directory / "index.html", page)
         perf = self._plugin("rvv-performance", "rows", {})
-        write_results(self.directory, results(self.run_info(), [
+        write_results(self.directory, results(run, [
             {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in self.tests],
             perf, self.perf_rows, dict(self.session.settings.known_targets), self.lanes))
         grid = [["model", *self.targets()]] + [[model, *(self._cell_text(model, t) for t in self.targets())]
@@ -167,7 +168,7 @@ class RunReport:
             info["reference"] = f"{reference.toolchain.compiler_version} ({reference.toolchain.origin})"
         return info
 
-    def render(self) -> str:
+    def render(self, run: dict[str, Any]) -> str:
         from jinja2 import Environment, PackageLoader, select_autoescape
 
         env = Environment(loader=PackageLoader("pytest_rvv.report", "templates"),
@@ -198,7 +199,7 @@ class RunReport:
                         [(c["model"], c["target"]) for c in cells],
                         Path(sweep) if sweep else self.session.settings.root / HISTORY_DIR)
         return env.get_template("index.html.j2").render(history=trend,
-            run=self.run_info(), targets=self.targets(), rows=self.rows(), cells=cells,
+            run=run, targets=self.targets(), rows=self.rows(), cells=cells,
             by_key={(c["model"], c["target"]): c for c in cells}, table=table, what_estimates_are=WHAT_IT_IS,
             plots=plots(perf, vectorization, self.lanes), comparisons=comparisons,
             failures=[t for t in self.tests if t["outcome"] in ("failed", "error")],
