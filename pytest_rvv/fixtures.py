@@ -95,6 +95,7 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
         measurement = rvv_executed(elements=lanes)
         if "lanes" in measurement.attribution:
             record_property(LANES_PROPERTY, {"model": rvv_model.name, "target": rvv_target.name,
+                                             "toolchain": {"iree_compile": rvv_session.toolchain.compiler_version},
                                              **measurement.attribution["lanes"]})
             record_property(f"rvv.{LANE_OCCUPANCY}", measurement.attribution["lanes"]["total"]["occupancy_percent"])
         current = measurement.snapshot(rvv_model.name, rvv_target.name)

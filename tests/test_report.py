@@ -88,6 +88,9 @@ def test_results_json_junit_properties_and_the_github_summary(reported):
     lanes = [m for m in document["metrics"] if m["metric"] == "lane_occupancy_percent"]
     assert [(m["model"], m["target"], m["kind"], m["verdict"]) for m in lanes] == [
         ("mlp", "rv64gcv-zvl256b", "diagnostic", None)]
+    # recorded with the same compiler line as the cell's gated metrics: a sweep's history keys them alike
+    same_cell = [m for m in document["metrics"] if (m["model"], m["target"]) == ("mlp", "rv64gcv-zvl256b")]
+    assert {m["toolchain"]["iree_compile"] for m in same_cell} == {lanes[0]["toolchain"]["iree_compile"]}
     assert document["run"]["toolchain"].startswith("IREE compiler version")
     properties = {p.get("name") for p in ET.parse(junit).iter("property")}
     assert {"rvv.module_bytes", "rvv.executed_dispatch_instructions", "rvv.wall_s_min",

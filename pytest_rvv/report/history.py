@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rvv.perf.baseline import baseline_path
+from pytest_rvv.perf.reference import recorded_toolchain
 
 HISTORY_DIR = "rvv-history"  # default folder of a sweep's results, in the rootdir
 
@@ -36,7 +37,7 @@ def from_git(root: Path, baselines: Path, target: str, model: str) -> dict[str, 
             data = json.loads(shown.stdout)
         except ValueError:
             continue
-        version = (data.get("toolchain") or {}).get("iree_compile")
+        version = recorded_toolchain(data)
         if version and isinstance(data.get("metrics"), dict):
             found[version] = data["metrics"]
     return found
@@ -51,7 +52,7 @@ def from_sweep(directory: Path) -> dict[tuple[str, str], dict[str, dict[str, flo
         except (OSError, ValueError):
             continue
         for record in document.get("metrics", []):
-            version = (record.get("toolchain") or {}).get("iree_compile")
+            version = recorded_toolchain(record)
             if version:
                 found.setdefault((record["model"], record["target"]), {}).setdefault(version, {})[
                     record["metric"]] = record["value"]

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_rvv.perf.metrics import DIAGNOSTIC, LANE_OCCUPANCY, kind_of, metric_info
+from pytest_rvv.perf.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
 from pytest_rvv.store import atomic_write_bytes
 from pytest_rvv.targets import BUILTIN_TARGETS, Target
 
@@ -47,12 +47,12 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
                             "unit": info.unit if info else "", "kind": kind_of(metric, targets.get(
                                 target, BUILTIN_TARGETS["rv64gc"])), "verdict": status, "baseline": baseline,
                             "machine": machine, "toolchain": record.get("toolchain", {})})
+    info = METRICS[LANE_OCCUPANCY]
     for (model, target), record in sorted((lanes or {}).items()):
         metrics.append({"model": model, "target": target, "metric": LANE_OCCUPANCY,
-                        "value": record["total"]["occupancy_percent"], "unit": "%", "kind": DIAGNOSTIC,
+                        "value": record["total"]["occupancy_percent"], "unit": info.unit, "kind": info.kind,
                         "verdict": None, "baseline": None, "machine": run["machine"]["name"],
-                        "toolchain": (perf.get((model, target)) or {}).get("toolchain")
-                        or {"iree_compile": str(run.get("toolchain", ""))}})
+                        "toolchain": record["toolchain"]})
     return {"schema": SCHEMA, "run": run, "tests": tests, "metrics": metrics}
 
 
