@@ -25,7 +25,7 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.perf.comparison_report import ComparisonSummary
 from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
 from pytest_rvv.perf.report import PerformanceCollector
-from pytest_rvv.report.html import CELL_PROPERTY, RunReport
+from pytest_rvv.report.html import CELL_PROPERTY, CHECKS, RunReport
 from pytest_rvv.run.qemu import default_tools_dir
 from pytest_rvv.run.runtime_build import commit_mismatch
 from pytest_rvv.session import RvvSession
@@ -94,7 +94,8 @@ def pytest_configure(config: pytest.Config) -> None:
             find_toolchain(settings.iree_build)  # a build directory without iree-compile: one line, now
         reference = _reference_toolchain(settings)
         session = RvvSession(settings, expected)
-        session.check_boards()  # each board in use probed once: a target it cannot run right is refused now
+        if not hasattr(config, "workerinput"):  # the controller refuses before workers start
+            session.check_boards()  # each board in use probed once: a target it cannot run right is refused now
     except RvvError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
@@ -241,11 +242,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = excinfo.value.msg  # one block: no chained "During handling of..." tracebacks
     return report
 
-
-# The check a suite module performs, as the HTML report's verdict grid names it.
-CHECKS = {"test_compile": "compiles", "test_agreement": "correct", "test_static_vectorization": "vectorized",
-          "test_executed_vectorization": "vectorized when run", "test_performance": "performance",
-          "test_toolchains": "vs reference", "test_onnx_nodes": "conformance"}
 
 
 def _record_cell(item: pytest.Item, report: pytest.TestReport) -> None:

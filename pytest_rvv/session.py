@@ -66,6 +66,7 @@ class RvvSession:
         self.store = Store(settings.cache_dir)
         self.expected_failures = expected_failures or {}
         self._toolchain = toolchain
+        self._links: dict[Board, BoardLink] = {}  # the boards' SSH connections this process opened
 
     @functools.cached_property
     def toolchain(self) -> Toolchain:
@@ -161,10 +162,12 @@ class RvvSession:
         index = int(worker[2:]) if worker[2:].isdigit() else 0
         return boards[index % len(boards)]
 
-    @functools.cache  # noqa: B019
     def link(self, board: Board) -> BoardLink:
         """One multiplexed SSH connection per board per process (control sockets in a short /tmp path)."""
-        return BoardLink(board, Path(tempfile.gettempdir()) / f"pytest-rvv-ssh-{os.getuid()}", self.store)
+        if board not in self._links:
+            self._links[board] = BoardLink(board, Path(tempfile.gettempdir()) / f"pytest-rvv-ssh-{os.getuid()}",
+                                           self.store)
+        return self._links[board]
 
     @functools.cache  # noqa: B019
     def facts(self, board: Board) -> BoardFacts:
@@ -187,10 +190,9 @@ class RvvSession:
                                     "board": "ssh"}, "board")
 
     def close(self) -> None:
-        """Close the boards' SSH connections."""
-        for target in self.settings.targets:
-            if (board := self.board_for(target)) is not None:
-                self.link(board).close()
+        """Close every board connection this process opened (the start-up probe opens all boards in use)."""
+        for link in self._links.values():
+            link.close()
 
     def _probe(self, runner: Runner) -> None:
         key = digest(["probe-source", PROBE_MLIR])

@@ -33,8 +33,11 @@ from pytest_rvv.store import atomic_write_bytes
 CELL_PROPERTY = "rvv_cell"
 ORDER = {"failed": 0, "error": 1, "xpassed": 2, "passed": 3, "xfailed": 4, "skipped": 5}
 LONGREPR_LIMIT = 20000
-CHECK_ORDER = ["compiles", "correct", "vectorized", "vectorized when run", "performance", "vs reference",
-               "conformance"]
+# The check each suite module performs, as the verdict grid names it, in pipeline order.
+CHECKS = {"test_compile": "compiles", "test_agreement": "correct", "test_static_vectorization": "vectorized",
+          "test_executed_vectorization": "vectorized when run", "test_performance": "performance",
+          "test_toolchains": "vs reference", "test_onnx_nodes": "conformance"}
+CHECK_ORDER = list(CHECKS.values())
 DISPATCH_ROWS = 25
 
 
