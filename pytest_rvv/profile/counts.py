@@ -171,11 +171,11 @@ def _loaded_libraries(counts: ExecutedCounts, executables: tuple[Path, ...],
             yield library, base
 
 
-def walk_blocks(counts: ExecutedCounts, executables: tuple[Path, ...],
-                arch: str) -> Iterator[tuple[Block, list[Instruction], int]]:
+def walk_blocks(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str,
+                loaded: list[tuple[_Library, int]] | None = None) -> Iterator[tuple[Block, list[Instruction], int]]:
     """Every executed block inside a loaded dispatch library: (block, the library's instructions, index of
     the block's first one). The block's instructions are ``instructions[index:index + block.n_insns]``."""
-    for library, base in _loaded_libraries(counts, executables, arch):
+    for library, base in _loaded_libraries(counts, executables, arch) if loaded is None else loaded:
         start, end = base + library.text_vaddr, base + library.text_vaddr + len(library.text)
         for block in counts.blocks:
             if start <= block.vaddr < end and block.execs:
@@ -189,8 +189,9 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
     disassembly, so every executed instruction is attributed to its function and classified
     exactly as the static analysis classifies it.
     """
+    loaded = list(_loaded_libraries(counts, executables, arch))  # located once, for blocks and lanes
     per_dispatch: dict[str, Counter[str]] = {}
-    for block, instructions, i in walk_blocks(counts, executables, arch):
+    for block, instructions, i in walk_blocks(counts, executables, arch, loaded):
         for insn in instructions[i:i + block.n_insns]:
             cls = classify_riscv(insn.mnemonic)[0] if arch == "riscv64" else \
                 classify_aarch64(insn.mnemonic, insn.operands)[0]
@@ -212,18 +213,18 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
         "outside_dispatches": counts.total - in_dispatches,
     }
     if counts.insn_elements:
-        attribution["lanes"] = lane_occupancy(counts, executables, arch)
+        attribution["lanes"] = lane_occupancy(counts, loaded)
     return attribution
 
 
-def lane_occupancy(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) -> dict[str, Any]:
+def lane_occupancy(counts: ExecutedCounts, loaded: list[tuple[_Library, int]]) -> dict[str, Any]:
     """Elements processed over VLMAX, per dispatch and over all dispatches (an elements=on run).
 
     100 % means every executed vector instruction filled its register group; tails, short rows and
     vl set below VLMAX lower it. Instructions outside the dispatch libraries are not counted.
     """
     sums: dict[str, Elements] = {}
-    for library, base in _loaded_libraries(counts, executables, arch):
+    for library, base in loaded:
         for vaddr, e in counts.insn_elements.items():
             at = bisect.bisect_left(library.addresses, vaddr - base)
             if at < len(library.addresses) and library.addresses[at] == vaddr - base \
