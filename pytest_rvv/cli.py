@@ -10,8 +10,8 @@ from typing import Any
 
 from pytest_rvv.errors import RvvError
 from pytest_rvv.progress import Progress
-from pytest_rvv.run.runtime_build import SOURCE_ENV
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
+from pytest_rvv.toolchain.sources import SOURCE_ENV
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -64,9 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when the runtime is built or already there, 3 when no source can be had, 1 when the build fails."""
-    from pytest_rvv.compile.toolchain import find_toolchain
     from pytest_rvv.run.qemu import default_tools_dir
-    from pytest_rvv.run.runtime_build import BuildFailed, SourceNotFound, build_runtime, commit_mismatch, find_source
+    from pytest_rvv.toolchain.runtime_build import (
+        BuildFailed,
+        SourceNotFound,
+        build_runtime,
+        commit_mismatch,
+        find_source,
+    )
+    from pytest_rvv.toolchain.toolchain import find_toolchain
 
     tools_dir = args.tools_dir or default_tools_dir()
     toolchain = find_toolchain(settings.iree_build)
@@ -91,7 +97,7 @@ def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def bisect_command(args: argparse.Namespace) -> int:
-    from pytest_rvv.bisect import bisect_releases, bisect_run
+    from pytest_rvv.comparison.bisect import bisect_releases, bisect_run
     from pytest_rvv.run.qemu import default_tools_dir
 
     pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
@@ -103,7 +109,7 @@ def bisect_command(args: argparse.Namespace) -> int:
     pip_args = (("--index-url", args.index_url) if args.index_url else ()) + tuple(
         arg for link in args.find_links for arg in ("--find-links", link))
     if args.command == "sweep":
-        from pytest_rvv.sweep import sweep
+        from pytest_rvv.comparison.sweep import sweep
 
         return sweep(args.versions, pytest_args, args.out.resolve(), default_tools_dir(), Path.cwd(), pip_args, log)
     return bisect_releases(args.good, args.bad, pytest_args, default_tools_dir(), Path.cwd(), pip_args, log)

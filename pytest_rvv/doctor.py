@@ -10,19 +10,19 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from pytest_rvv.compile.toolchain import find_toolchain
 from pytest_rvv.errors import RvvError, ToolMissing
 from pytest_rvv.process import run_process
 from pytest_rvv.profile.cores import CORES
 from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.profile.silicon import MCA, mca_version
 from pytest_rvv.run.qemu import find_qemu
-from pytest_rvv.run.runtime_build import commit_mismatch
-from pytest_rvv.run.runtimes import AARCH64_SYSROOT, AARCH64_WHEEL_PLATFORM, host_runtime
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store
 from pytest_rvv.targets import AARCH64, RISCV64, Target
+from pytest_rvv.toolchain.runtime_build import commit_mismatch
+from pytest_rvv.toolchain.runtimes import AARCH64_SYSROOT, AARCH64_WHEEL_PLATFORM, host_runtime
+from pytest_rvv.toolchain.toolchain import find_toolchain
 from pytest_rvv.tools import find_executable, version_output
 
 SETUP = "bash scripts/setup.sh"

@@ -15,13 +15,14 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from pytest_rvv.analyze.gate import GateResult
 from pytest_rvv.analyze.static import analyze
+from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
+from pytest_rvv.comparison.report import COMPARISON_PROPERTY
+from pytest_rvv.comparison.repro import write_repro
 from pytest_rvv.conformance.check import NodeTestFailure, lists_path, load_lists, run_node_test, tolerance_for
 from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY, NEW_PASS
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
 from pytest_rvv.model.model import Model
-from pytest_rvv.perf.ab import ToolchainComparison, compare_toolchains
-from pytest_rvv.perf.comparison_report import COMPARISON_PROPERTY
 from pytest_rvv.perf.measure import PerfResult, measure_performance
 from pytest_rvv.perf.metrics import LANE_OCCUPANCY
 from pytest_rvv.perf.policy import tolerances
@@ -29,7 +30,6 @@ from pytest_rvv.perf.reference import references
 from pytest_rvv.perf.report import PERF_IMPROVED, PERF_NOTE, PERF_PROPERTY, PERF_ROWS
 from pytest_rvv.perf.verdict import judge
 from pytest_rvv.profile.measure import LANES_PROPERTY, ExecutedMeasurement, measure_executed
-from pytest_rvv.repro import write_repro
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.snapshots import check_vectorization

@@ -6,6 +6,7 @@ Thin by design: options become Settings, Settings become an RvvSession, and test
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -14,24 +15,24 @@ import pytest
 
 from pytest_rvv import fixtures
 from pytest_rvv.compare.summary import AgreementSummary
-from pytest_rvv.compile.environments import toolchain_from_spec
-from pytest_rvv.compile.toolchain import Toolchain, find_toolchain
+from pytest_rvv.comparison.report import ComparisonSummary
 from pytest_rvv.conformance.node_tests import node_tests, select
 from pytest_rvv.conformance.report import ConformanceTracker
-from pytest_rvv.errors import ConfigError, RvvError, ToolMissing
+from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
 from pytest_rvv.expectations import ExpectedFailureUpdater, load_expected_failures, phase_of
 from pytest_rvv.fixtures import PERF_BASELINES, REFERENCE_KEY, SESSION_KEY
 from pytest_rvv.model.model import Model
-from pytest_rvv.perf.comparison_report import ComparisonSummary
 from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
 from pytest_rvv.perf.report import PerformanceCollector
 from pytest_rvv.report.html import CELL_PROPERTY, CHECKS, RunReport
 from pytest_rvv.run.qemu import default_tools_dir
-from pytest_rvv.run.runtime_build import commit_mismatch
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
 from pytest_rvv.summary import VectorizationSummary
 from pytest_rvv.targets import Target
+from pytest_rvv.toolchain.environments import toolchain_from_spec
+from pytest_rvv.toolchain.runtime_build import commit_mismatch
+from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 
 CHECK_PROPERTY = "rvv_check_outcome"
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
@@ -100,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
     if reference is not None:
-        config.stash[REFERENCE_KEY] = RvvSession(settings, expected, toolchain=reference)
+        config.stash[REFERENCE_KEY] = RvvSession(settings, expected, toolchain=reference, reference=True)
     config.pluginmanager.register(ComparisonSummary(config.getoption("rvv_report")),
                                   "rvv-toolchain-comparison")
     if not config.pluginmanager.is_registered(fixtures):
@@ -128,6 +129,24 @@ def _reference_toolchain(settings: Settings) -> Toolchain | None:
         raise ConfigError(f"--rvv-compare {settings.compare}: this is the toolchain under test itself "
                           f"({under_test.compiler_version}); name another release, wheel or build")
     return reference
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Choose each toolchain's riscv64 runtime once, on the controller, before xdist starts its workers.
+
+    Building one from source happens here, once; the workers then find it in the cache. Nothing is
+    raised: a toolchain that cannot run says so in the header and in each of its riscv64 cells.
+    """
+    config = session.config
+    if hasattr(config, "workerinput") or SESSION_KEY not in config.stash:
+        return
+    sessions = [config.stash[SESSION_KEY], *([config.stash[REFERENCE_KEY]] if REFERENCE_KEY in config.stash else [])]
+    if not any(t.arch == "riscv64" for t in sessions[0].settings.targets):
+        return
+    for rvv in sessions:
+        with contextlib.suppress(RvvError):  # remembered by the session: the header and the cells say it
+            rvv.runtime("riscv64", log=lambda line: print(f"rvv: {line}", flush=True))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -164,6 +183,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
                      f"{'yes' if facts.perf else 'no'}; isa {facts.isa[:60]}")
     if any(t.arch == "riscv64" for t in settings.targets):
         lines.append(f"rvv: riscv64 runtime {_riscv64_runtime_line(session)}")
+        if REFERENCE_KEY in config.stash:
+            lines.append(f"rvv: reference's riscv64 runtime {_riscv64_runtime_line(config.stash[REFERENCE_KEY])}")
     machine = session.machine
     own = settings.root / PERF_BASELINES / MACHINES / machine.name
     state = "gated against them" if own.is_dir() else "none yet: machine-bound metrics are shown, not gated"
@@ -172,12 +193,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def _riscv64_runtime_line(session: RvvSession) -> str:
-    """Which riscv64 runtime runs the modules, and whether its IREE commit is the compiler's."""
+    """Which riscv64 runtime runs this toolchain's modules and why that one (chosen here, once, on the controller:
+    a runtime built now is in the cache when the workers start)."""
     try:
-        runtime = session.runtime("riscv64")
-    except RvvError as exc:
+        runtime = session.runtime("riscv64", log=lambda line: print(f"rvv: {line}", flush=True))
+    except RuntimeNotProvided as exc:
         return f"none: {exc} (riscv64 execution tests skip)"
-    line = f"{runtime.executable}, {runtime.origin}"
+    except RvvError as exc:
+        return f"none: {exc} (this toolchain's riscv64 cells are errors: could not run)"
+    line = runtime.choice.describe() if runtime.choice is not None else f"{runtime.executable}, {runtime.origin}"
     if mismatch := commit_mismatch(runtime.commit, session.toolchain.commit):
         line += f"; note: {mismatch} (the probe module checks that it loads the compiler's modules)"
     return line

@@ -11,6 +11,7 @@ import functools
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,6 @@ import numpy as np
 from pytest_rvv.boards import Board
 from pytest_rvv.compare.reference import onnxruntime_outputs
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
-from pytest_rvv.compile.toolchain import Toolchain, find_toolchain
 from pytest_rvv.errors import ConfigError, RunFailed, RuntimeMismatch, RvvError
 from pytest_rvv.expectations import ExpectedFailure
 from pytest_rvv.machine import Machine, this_machine
@@ -28,10 +28,11 @@ from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.run.board import BoardFacts, BoardLink, BoardRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.runner import Runner
-from pytest_rvv.run.runtimes import Runtime, runtime_for
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store, digest, file_sha256
-from pytest_rvv.targets import HOST, RISCV64, Target
+from pytest_rvv.targets import BUILTIN_TARGETS, HOST, RISCV64, Target
+from pytest_rvv.toolchain.runtimes import Runtime, runtime_for
+from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 
 # A tiny module that every runtime must run before real models are trusted to it.
 PROBE_MLIR = """\
@@ -61,12 +62,14 @@ class RvvSession:
 
     def __init__(self, settings: Settings,
                  expected_failures: dict[tuple[str, str], ExpectedFailure] | None = None,
-                 toolchain: Toolchain | None = None) -> None:
+                 toolchain: Toolchain | None = None, reference: bool = False) -> None:
         self.settings = settings
+        self.is_reference = reference  # the --rvv-compare side: its own runtime options apply
         self.store = Store(settings.cache_dir)
         self.expected_failures = expected_failures or {}
         self._toolchain = toolchain
         self._links: dict[Board, BoardLink] = {}  # the boards' SSH connections this process opened
+        self._runtimes: dict[str, Runtime | RvvError] = {}  # per arch; a failure is remembered, said once
 
     @functools.cached_property
     def toolchain(self) -> Toolchain:
@@ -129,9 +132,39 @@ class RvvSession:
     def qemu(self, arch: str) -> Qemu:
         return find_qemu(arch, self.settings.qemu_dir)
 
-    @functools.cache  # noqa: B019
-    def runtime(self, arch: str) -> Runtime:
-        return runtime_for(arch, self.store, self.toolchain, self.settings)
+    def runtime(self, arch: str, log: Callable[[str], None] = lambda line: None) -> Runtime:
+        """This toolchain's runtime for ``arch`` (riscv64: the one its modules load in, toolchain/choice.py).
+
+        Chosen once per process; a failure to choose (no runtime, none that loads) is raised again as is.
+        """
+        if arch not in self._runtimes:
+            try:
+                self._runtimes[arch] = runtime_for(arch, self.store, self.toolchain, self.settings,
+                                                   self.probe_runtime, self.is_reference, log)
+            except RvvError as exc:
+                self._runtimes[arch] = exc
+        found = self._runtimes[arch]
+        if isinstance(found, RvvError):
+            raise found
+        return found
+
+    def probe_runtime(self, executable: Path) -> str | None:
+        """None when the riscv64 ``executable`` runs this toolchain's probe module, else its one-line reason.
+
+        The answer is kept in the store under the runtime's and compiler's identity, so xdist workers and
+        later sessions do not probe again.
+        """
+        qemu = self.qemu(RISCV64)
+        key = digest(["runtime-probe-v1", file_sha256(executable), self.toolchain.compiler_version,
+                      qemu.version_text, PROBE_MLIR])
+
+        def probe(tmp: Path) -> dict[str, object]:
+            runner = Runner(BUILTIN_TARGETS["rv64gc"], Runtime(RISCV64, executable, None, "candidate"), qemu)
+            reason = self._run_probe(runner)
+            return {"loads": reason is None, "reason": reason or "", "compiler": self.toolchain.compiler_version}
+
+        entry = self.store.get_or_build("runtime-probes", key, probe)
+        return None if entry.meta["loads"] else str(entry.meta["reason"])
 
     @functools.cache  # noqa: B019
     def runner(self, target: Target) -> Runner:
@@ -195,6 +228,14 @@ class RvvSession:
             link.close()
 
     def _probe(self, runner: Runner) -> None:
+        reason = self._run_probe(runner)
+        if reason is not None:
+            raise RuntimeMismatch(f"{runner.runtime.origin} cannot load modules from "
+                                  f"{self.toolchain.compiler_version}: {reason}; use a runtime built from the same "
+                                  "IREE release")
+
+    def _run_probe(self, runner: Runner) -> str | None:
+        """None when ``runner`` runs the probe module correctly; the runtime's line when it cannot load it."""
         key = digest(["probe-source", PROBE_MLIR])
 
         def write_probe(tmp: Path) -> dict[str, object]:
@@ -212,12 +253,10 @@ class RvvSession:
             except RunFailed as exc:
                 mismatch = _MISMATCH.search(exc.details)
                 if mismatch:
-                    raise RuntimeMismatch(
-                        f"{runner.runtime.origin} cannot load modules from {self.toolchain.compiler_version}: "
-                        f"{mismatch.group(0).strip()}; use a runtime built from the same IREE release"
-                    ) from exc
+                    return mismatch.group(0).strip()
                 raise RunFailed(f"runtime check failed for target {runner.target.name}: {exc}",
                                 exc.details) from exc
         if not np.array_equal(outcome.outputs[0], a + b):
             raise RunFailed(f"runtime check for target {runner.target.name}: probe returned "
                             f"{outcome.outputs[0].tolist()}, expected {(a + b).tolist()}", outcome.repro)
+        return None

@@ -83,6 +83,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("compare", "a reference toolchain to compare the one under test with, side by side in this run: a pip "
            "requirement (iree-base-compiler==3.12.0), a wheel file or an IREE build/install directory",
            env="PYTEST_RVV_COMPARE", metavar="SPEC"),
+    Option("compare-runtime-riscv64", "with --rvv-compare: the riscv64 iree-run-module the reference toolchain's "
+           "modules run in (default: one pytest-rvv builds from that toolchain's IREE commit, or the nearest that "
+           "loads)", env="PYTEST_RVV_COMPARE_RUNTIME_RISCV64", metavar="PATH"),
     Option("board", "run every riscv64 target on these boards of [tool.pytest_rvv.boards] over SSH; with -n N "
            "each xdist worker owns one board", env="PYTEST_RVV_BOARD", metavar="NAMES"),
     Option("perf-repeat", "emulated runs per performance measurement (default: 3; 5+ enables the "
@@ -143,6 +146,7 @@ class Settings:
     perf_repeat: int = 3
     ops: str | None = None
     compare: str | None = None  # --rvv-compare SPEC
+    compare_runtime_riscv64: Path | None = None  # the reference toolchain's riscv64 runtime
     boards: Mapping[str, Board] = field(default_factory=dict)  # [tool.pytest_rvv.boards.NAME]
     board_names: tuple[str, ...] = ()  # --rvv-board: every riscv64 target runs on these (one per xdist worker)
     tolerances: Mapping[str, Any] | None = None  # [tool.pytest_rvv.tolerances]
@@ -216,6 +220,15 @@ class Settings:
                                   f"iree-run-module built for {arch}-linux-gnu")
         if sysroot is not None and not sysroot.is_dir():
             raise ConfigError(f"--rvv-sysroot-riscv64 {sysroot}: no such directory")
+        compare = _spec(*sourced("compare"))
+        compare_runtime = path("compare-runtime-riscv64")
+        if compare_runtime is not None and compare is None:
+            raise ConfigError(f"--rvv-compare-runtime-riscv64 {compare_runtime}: there is no reference side; name the "
+                              "reference toolchain with --rvv-compare=SPEC, or give the runtime of the toolchain under "
+                              "test with --rvv-runtime-riscv64")
+        if compare_runtime is not None and not compare_runtime.is_file():
+            raise ConfigError(f"--rvv-compare-runtime-riscv64 {compare_runtime}: no such file; give the path of an "
+                              "iree-run-module built for riscv64-linux-gnu")
         return cls(
             root=root,
             targets=tuple(targets),
@@ -238,7 +251,8 @@ class Settings:
                                     positive=True)),
             tolerances=table.get("tolerances") or {},
             ops=str(value("ops")) if value("ops") else None,
-            compare=_spec(*sourced("compare")),
+            compare=compare,
+            compare_runtime_riscv64=compare_runtime,
             boards=boards,
             board_names=board_names,
         )

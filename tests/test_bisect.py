@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from pytest_rvv.analyze.static import analyze
-from pytest_rvv.bisect import BAD, GOOD, SKIP, ReleaseBisect, Step, versions_between
+from pytest_rvv.comparison.bisect import BAD, GOOD, SKIP, ReleaseBisect, Step, versions_between
 from pytest_rvv.compile.compiler import Compiler
-from pytest_rvv.compile.environments import toolchain_from_spec
 from pytest_rvv.errors import ConfigError
 from pytest_rvv.model.prepare import prepare
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store
 from pytest_rvv.targets import BUILTIN_TARGETS
+from pytest_rvv.toolchain.environments import toolchain_from_spec
 
 from .conftest import SUITES, USER_CACHE, USER_TOOLS
 from .test_toolchain_comparison import NO_VECTOR_WRAPPER, build_dir

@@ -17,8 +17,8 @@ from pytest_rvv.errors import RunFailed
 from pytest_rvv.process import run_process
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.runner import Runner
-from pytest_rvv.run.runtimes import Runtime
 from pytest_rvv.targets import BUILTIN_TARGETS, RISCV64
+from pytest_rvv.toolchain.runtimes import Runtime
 
 CROSS_GCC = "riscv64-linux-gnu-gcc"
 SYSROOT = Path("/usr/riscv64-linux-gnu")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rvv.errors import RvvError, ToolMissing
-from pytest_rvv.run.runtime_build import (
+from pytest_rvv.toolchain.runtime_build import (
     NAMESPACE,
     BuildFailed,
     CrossToolchain,
@@ -138,7 +138,7 @@ def test_setup_built_a_runtime_that_loads_the_compilers_modules_and_is_found_wit
 
 def fake_build_dir(tmp_path: Path) -> tuple[Path, Path]:
     """An IREE build directory whose tools/iree-compile logs each call, then runs the real compiler."""
-    from pytest_rvv.compile.toolchain import find_toolchain
+    from pytest_rvv.toolchain.toolchain import find_toolchain
 
     real = find_toolchain().iree_compile
     build, calls = tmp_path / "iree-build", tmp_path / "calls.log"
@@ -190,7 +190,7 @@ def test_an_importer_missing_its_python_modules_is_one_line_and_never_cached(pro
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"ToolMissing: {broken} cannot run: ModuleNotFoundError: No module named onnx; "
                                  "install it into that importer's Python environment (e.g. pip install onnx)"])
-    from pytest_rvv.compile.toolchain import find_toolchain
+    from pytest_rvv.toolchain.toolchain import find_toolchain
 
     # fixed in place (same path, same cache key): it runs now, so no stale failure was cached
     broken.write_text(f'#!/bin/sh\nexec {find_toolchain().iree_import_onnx} "$@"\n')

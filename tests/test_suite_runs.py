@@ -2,8 +2,8 @@
 
 import pytest
 
-from pytest_rvv.run.runtimes import AARCH64_WHEEL_PLATFORM
 from pytest_rvv.store import Store
+from pytest_rvv.toolchain.runtimes import AARCH64_WHEEL_PLATFORM
 from pytest_rvv.wheels import fetch_from_wheel
 
 from .conftest import USER_CACHE

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rvv.compile.toolchain import find_toolchain
+from pytest_rvv.toolchain.toolchain import find_toolchain
 
 from .conftest import SUITES
 

@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.compile.toolchain import Toolchain
 from pytest_rvv.errors import CompileFailed, ImportFailed, ToolMissing, first_lines, tail
 from pytest_rvv.process import run_process
 from pytest_rvv.store import Store, digest, file_sha256
 from pytest_rvv.targets import HOST, Target
+from pytest_rvv.toolchain.toolchain import Toolchain
 
 COMPILE_TIMEOUT_S = 1800.0
 EXECUTABLES = "executables"

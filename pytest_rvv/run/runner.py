@@ -13,8 +13,8 @@ from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.errors import ConfigError, RunFailed, tail
 from pytest_rvv.process import ProcessResult, run_process
 from pytest_rvv.run.qemu import Qemu
-from pytest_rvv.run.runtimes import Runtime
 from pytest_rvv.targets import Target
+from pytest_rvv.toolchain.runtimes import Runtime
 
 # Why a signal most likely happened, for the one-line failure message.
 _SIGNAL_HINTS = {

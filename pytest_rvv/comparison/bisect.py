@@ -1,7 +1,7 @@
 """Bisect IREE with a pytest selection as the verdict: released versions (pip), or commits (git bisect run).
 
 ``pytest-rvv bisect --good 3.9.0 --bad 3.13.0 -- PYTEST-ARGS`` walks the releases pip can see
-between the two, installs each once into the tools cache (compile/environments.py), runs the
+between the two, installs each once into the tools cache (toolchain/environments.py), runs the
 selection with it (``PYTEST_RVV_IREE_BUILD`` = its environment) and names the first bad release
 with both compilers' commits. A release that cannot be installed is skipped, like
 ``git bisect skip``. ``pytest-rvv bisect-run`` is the script for ``git bisect run`` in an IREE
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from pytest_rvv.compile.environments import COMPILER, environment_of, released_versions, toolchain_from_spec
-from pytest_rvv.compile.toolchain import BUILD_TOOL_DIRS, Toolchain, compiler_commit
 from pytest_rvv.errors import ConfigError
+from pytest_rvv.toolchain.environments import COMPILER, environment_of, released_versions, toolchain_from_spec
+from pytest_rvv.toolchain.toolchain import BUILD_TOOL_DIRS, Toolchain, compiler_commit
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
 BUILD_ENV = "PYTEST_RVV_IREE_BUILD"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pytest_rvv.comparison.ab import ToolchainComparison
 from pytest_rvv.model.model import Model
-from pytest_rvv.perf.ab import ToolchainComparison
 from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
 from pytest_rvv.session import RvvSession
 from pytest_rvv.targets import HOST, RISCV64, Target

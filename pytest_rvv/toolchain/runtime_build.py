@@ -5,12 +5,9 @@ No package registry ships a riscv64 IREE runtime, so pytest-rvv builds one: a st
 brings its own vector instructions), cross-compiled with Debian's ``clang-22`` against Debian's
 riscv64 cross libc/libstdc++, after a host build of IREE's own build tools.
 
-Where the source comes from, first found wins:
-
-1. ``PYTEST_RVV_IREE_SRC`` (or ``--source``): an IREE source directory or a ``.tar.xz``/``.tar.gz``
-   of one (a single top-level folder holding IREE's tree with ``third_party/flatcc``);
-2. a git clone of IREE at the commit that the installed ``iree-compile --version`` names, with
-   the ``third_party/flatcc`` submodule (needs network access to the git host).
+Where the source comes from: toolchain/sources.py (a clone, a folder of trees and tarballs, one of
+them, or a partial clone in the tools cache with network access); which runtime a toolchain runs
+with: toolchain/choice.py.
 
 The result is a store entry keyed by the source identity (commit, or the tarball's sha256), the
 cross compiler's version and this recipe; a second build of the same key is a lookup.
@@ -28,28 +25,31 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.compile.toolchain import compiler_commit
 from pytest_rvv.errors import RvvError, ToolMissing, tail
 from pytest_rvv.process import run_process
-from pytest_rvv.store import Entry, Store, digest, file_sha256
+from pytest_rvv.store import Entry, Store, digest
+from pytest_rvv.toolchain.sources import (
+    WHERE_TO_GET_IT,
+    RuntimeSource,
+    SourceNotFound,
+    export_commit,
+    find_sources,
+    missing_parts,
+    partial_clone,
+    same_commit,
+)
+from pytest_rvv.toolchain.toolchain import compiler_commit, compiler_date
 from pytest_rvv.tools import find_executable, version_output
 
-SOURCE_ENV = "PYTEST_RVV_IREE_SRC"
-GIT_URL_ENV = "PYTEST_RVV_IREE_GIT"
-IREE_GIT_URL = "https://github.com/iree-org/iree.git"
+__all__ = ["RuntimeSource", "SourceNotFound", "build_runtime", "built_runtimes", "compiler_commit", "find_source"]
+
 NAMESPACE = "iree-runtime-riscv64"
 RECIPE = "riscv64-static-rv64gc-v1"
 CLANG = "clang-22"
 CLANGXX = "clang++-22"
 CROSS_LIBC = Path("/usr/riscv64-linux-gnu/lib/libc.a")
 CROSS_LIBSTDCXX = Path("/usr/lib/gcc-cross/riscv64-linux-gnu")
-GIT_TIMEOUT_S = 900.0
 BUILD_TIMEOUT_S = 3600.0
-WHERE_TO_GET_IT = (
-    f"set {SOURCE_ENV} to an IREE source directory or .tar.xz (e.g. a git clone of IREE at the commit "
-    "`iree-compile --version` names, with the third_party/flatcc submodule)"
-)
-_COMMIT = re.compile(r"(?<![0-9a-f])([0-9a-f]{7,40})(?![0-9a-f])")
 
 # Everything the runtime build does not need is off: each of these otherwise downloads from
 # GitHub or needs more submodules.
@@ -82,108 +82,11 @@ class BuildFailed(RvvError):
         self.details = details
 
 
-class SourceNotFound(ToolMissing):
-    """No IREE source could be had (no variable, no network): the build is skipped, not failed."""
-
-
-@dataclass(frozen=True)
-class RuntimeSource:
-    """Where IREE's source is: a directory or a tarball, with its commit when it is known."""
-
-    path: Path
-    commit: str | None
-    origin: str  # e.g. "PYTEST_RVV_IREE_SRC=/x/iree.tar.xz" or "git clone of IREE at 89ece87b"
-
-    @property
-    def is_tarball(self) -> bool:
-        return self.path.is_file()
-
-    def identity(self) -> str:
-        """What the build depends on: the commit when known, else the tarball's sha256 or the tree's listing."""
-        if self.commit:
-            return f"commit:{self.commit}"
-        if self.is_tarball:
-            return f"sha256:{file_sha256(self.path)}"
-        return "tree:" + digest(sorted(f"{p.relative_to(self.path)}:{p.stat().st_size}:{int(p.stat().st_mtime)}"
-                                       for p in (self.path / "runtime").rglob("*") if p.is_file()))
-
-
-def same_commit(a: str | None, b: str | None) -> bool:
-    """Two commit ids (full or abbreviated) name the same commit."""
-    return bool(a and b) and (a.startswith(b) or b.startswith(a))  # type: ignore[union-attr]
-
-
 def commit_mismatch(runtime_commit: str | None, compiler_commit: str | None) -> str:
     """``runtime from IREE <a>, compiler from <b>`` when both are known and differ, else ``""``."""
     if not runtime_commit or not compiler_commit or same_commit(runtime_commit, compiler_commit):
         return ""
     return f"runtime from IREE {runtime_commit[:12]}, compiler from {compiler_commit[:12]}"
-
-
-def commit_of(path: Path) -> str | None:
-    """The commit of a source: ``git rev-parse HEAD`` in a clone, else a hex id in the file or folder name."""
-    if path.is_dir() and (path / ".git").exists() and shutil.which("git"):
-        result = run_process(["git", "-C", str(path), "rev-parse", "HEAD"], timeout_s=60)
-        if result.ok and result.stdout.strip():
-            return result.stdout.strip()
-    found = _COMMIT.findall(path.name.removesuffix(".tar.xz").removesuffix(".tar.gz"))
-    return found[-1] if found else None
-
-
-def source_from_path(raw: str, origin: str) -> RuntimeSource:
-    """Check that ``raw`` is an IREE source directory or tarball (one clear line when it is not)."""
-    path = Path(raw).expanduser()
-    if not path.exists():
-        raise SourceNotFound(f"{origin}: {path} does not exist; {WHERE_TO_GET_IT}")
-    if path.is_dir():
-        missing = _missing_parts(path)
-        if missing:
-            raise RvvError(f"{origin}: {path} is not an IREE source tree (missing {', '.join(missing)}); "
-                           f"{WHERE_TO_GET_IT}")
-    elif not tarfile.is_tarfile(path):
-        raise RvvError(f"{origin}: {path} is neither a directory nor a tar archive; {WHERE_TO_GET_IT}")
-    return RuntimeSource(path, commit_of(path), f"{origin}")
-
-
-def _missing_parts(tree: Path) -> list[str]:
-    needed = ("CMakeLists.txt", "runtime/src/iree", "third_party/flatcc/CMakeLists.txt")
-    return [part for part in needed if not (tree / part).exists()]
-
-
-def find_source(compiler_version: str, explicit: str | None = None, workdir: Path | None = None) -> RuntimeSource:
-    """The IREE source to build from: ``explicit``, ``$PYTEST_RVV_IREE_SRC``, else a git clone into ``workdir``."""
-    if explicit:
-        return source_from_path(explicit, f"--source {explicit}")
-    if os.environ.get(SOURCE_ENV):
-        return source_from_path(os.environ[SOURCE_ENV], f"{SOURCE_ENV}={os.environ[SOURCE_ENV]}")
-    commit = compiler_commit(compiler_version)
-    if commit is None:
-        raise SourceNotFound(f"no IREE source: `iree-compile --version` names no commit ({compiler_version!r}); "
-                             f"{WHERE_TO_GET_IT}")
-    if workdir is None:
-        raise SourceNotFound(f"no IREE source: {WHERE_TO_GET_IT}")
-    return RuntimeSource(git_clone(commit, workdir / "iree"), commit, f"git clone of IREE at {commit[:12]}")
-
-
-def git_clone(commit: str, into: Path) -> Path:
-    """Clone IREE at ``commit`` with its flatcc submodule; SourceNotFound (one line) when it cannot."""
-    git = shutil.which("git")
-    url = os.environ.get(GIT_URL_ENV, IREE_GIT_URL)
-    if git is None:
-        raise SourceNotFound(f"no IREE source: git is not installed (apt-get install git), or {WHERE_TO_GET_IT}")
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    steps = [
-        [git, "clone", "--filter=blob:none", "--no-checkout", url, str(into)],
-        [git, "-C", str(into), "checkout", "--quiet", commit],
-        [git, "-C", str(into), "submodule", "update", "--init", "--depth", "1", "third_party/flatcc"],
-    ]
-    for argv in steps:
-        result = run_process(argv, timeout_s=GIT_TIMEOUT_S, env=env)
-        if not result.ok:
-            reason = next((ln for ln in reversed(result.stderr.splitlines()) if ln.strip()), result.status())
-            raise SourceNotFound(f"no IREE source: `{' '.join(argv[1:3])}` of {url} failed ({reason.strip()}); "
-                                 f"{WHERE_TO_GET_IT}")
-    return into
 
 
 @dataclass(frozen=True)
@@ -231,6 +134,7 @@ class BuiltRuntime:
     commit: str | None
     origin: str
     built: float  # seconds since the epoch
+    date: float | None = None  # the source's commit date, when known (orders builds by distance in history)
 
     @property
     def commit_text(self) -> str:
@@ -242,8 +146,9 @@ class BuiltRuntime:
 
 def _built(entry: Entry) -> BuiltRuntime:
     meta = entry.meta
+    date = meta.get("date")
     return BuiltRuntime(entry.file("iree-run-module"), meta.get("commit"), str(meta.get("origin", "?")),
-                        float(meta.get("built", 0)))
+                        float(meta.get("built", 0)), float(date) if date else None)
 
 
 def built_runtimes(tools_dir: Path) -> Iterator[BuiltRuntime]:
@@ -255,13 +160,43 @@ def built_runtimes(tools_dir: Path) -> Iterator[BuiltRuntime]:
             yield _built(entry)
 
 
-def pick_runtime(tools_dir: Path, compiler_version: str) -> BuiltRuntime | None:
-    """The build from the compiler's own commit when there is one, else the newest build."""
-    builds = list(built_runtimes(tools_dir))
-    if not builds:
-        return None
-    wanted = compiler_commit(compiler_version)
-    return max(builds, key=lambda b: (same_commit(b.commit, wanted), b.built))
+def cached_build(tools_dir: Path, commit: str | None) -> BuiltRuntime | None:
+    """The newest cached build from ``commit`` (None when there is none, or no commit is known)."""
+    builds = [b for b in built_runtimes(tools_dir) if same_commit(b.commit, commit)]
+    return max(builds, key=lambda b: b.built) if builds else None
+
+
+def find_source(compiler_version: str, explicit: str | None = None, workdir: Path | None = None) -> RuntimeSource:
+    """The source ``build-runtime`` builds for a compiler: the one of its commit, else the nearest by date.
+
+    ``explicit`` (``--source``) or ``$PYTEST_RVV_IREE_SRC`` first; without them, a partial clone of IREE
+    in ``workdir`` (network). One tree or tarball named directly is built whatever its commit.
+    """
+    commit, date = compiler_commit(compiler_version), compiler_date(compiler_version)
+    index = find_sources(explicit)
+    if index is None:
+        if commit is None:
+            raise SourceNotFound(f"no IREE source: `iree-compile --version` names no commit ({compiler_version!r}); "
+                                 f"{WHERE_TO_GET_IT}")
+        if workdir is None:
+            raise SourceNotFound(f"no IREE source: {WHERE_TO_GET_IT}")
+        return export_commit(partial_clone(workdir / "iree-git"), commit, workdir)
+    if index.single:
+        return index.sources[0]
+    if commit is not None and (own := index.for_commit(commit, workdir or Path(tempfile.gettempdir()))):
+        return own
+    nearest = sorted(index.others(), key=lambda s: distance(s.date, date))
+    if not nearest:
+        raise SourceNotFound(f"{index.origin}: no source of IREE {commit[:12] if commit else '(unknown commit)'}; "
+                             f"{WHERE_TO_GET_IT}")
+    return nearest[0]
+
+
+def distance(source_date: float | None, compiler: float | None) -> float:
+    """How far a source is in history from a compiler, by dates (unknown dates sort last)."""
+    if source_date is None or compiler is None:
+        return float("inf")
+    return abs(source_date - compiler)
 
 
 def build_runtime(source: RuntimeSource, tools_dir: Path, tools: CrossToolchain | None = None,
@@ -281,7 +216,7 @@ def build_runtime(source: RuntimeSource, tools_dir: Path, tools: CrossToolchain 
             tree = _unpacked(source, work, log)
             exe = _cmake_build(tree, work, tools, logs / f"iree-runtime-{key[:12]}.log", log)
             shutil.copy2(exe, tmp / "iree-run-module")
-        return {"commit": source.commit, "origin": source.origin, "built": time.time(),
+        return {"commit": source.commit, "origin": source.origin, "built": time.time(), "date": source.date,
                 "build_s": round(time.monotonic() - start, 1), "cross": tools.identity(), "recipe": RECIPE}
 
     store = Store(tools_dir)
@@ -300,7 +235,7 @@ def _unpacked(source: RuntimeSource, work: Path, log) -> Path:
         raise RvvError(f"{source.origin}: cannot unpack {source.path} ({exc}); {WHERE_TO_GET_IT}") from None
     tops = [p for p in (work / "src").iterdir()]
     tree = tops[0] if len(tops) == 1 and tops[0].is_dir() else work / "src"
-    missing = _missing_parts(tree)
+    missing = missing_parts(tree)
     if missing:
         raise RvvError(f"{source.origin}: {source.path} does not hold an IREE source tree in one top-level folder "
                        f"(missing {', '.join(missing)}); {WHERE_TO_GET_IT}")

@@ -4,8 +4,9 @@
 - aarch64: the binary from the aarch64 iree-base-runtime wheel of exactly the compiler's
   release, downloaded with pip into the cache, run under qemu-aarch64 with Debian's arm64
   cross libraries;
-- riscv64: no registry ships one: ``scripts/setup.sh runtime`` (``pytest-rvv build-runtime``) builds
-  it from IREE's source into the tools cache, where it is found; ``--rvv-runtime-riscv64`` overrides.
+- riscv64: no registry ships one: pytest-rvv builds it from IREE's source into the tools cache, one
+  per IREE commit, and each toolchain gets the one its modules load in (toolchain/choice.py);
+  ``--rvv-runtime-riscv64`` (``--rvv-compare-runtime-riscv64`` for the reference) overrides.
 """
 
 from __future__ import annotations
@@ -14,21 +15,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.compile.toolchain import Toolchain
-from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.errors import ConfigError, ToolMissing
 from pytest_rvv.run.qemu import default_tools_dir
-from pytest_rvv.run.runtime_build import pick_runtime
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store, file_sha256
 from pytest_rvv.targets import AARCH64, HOST, RISCV64
+from pytest_rvv.toolchain.choice import YOURS, Probe, RuntimeChoice, choose_riscv64
+from pytest_rvv.toolchain.toolchain import Toolchain
 from pytest_rvv.wheels import fetch_from_wheel
 
 AARCH64_SYSROOT = Path("/usr/aarch64-linux-gnu")
 AARCH64_WHEEL_PLATFORM = "manylinux_2_28_aarch64"
-RISCV64_HINT = (
-    "build one with `bash scripts/setup.sh runtime` (from IREE's source: a git clone at the compiler's commit, "
-    "or PYTEST_RVV_IREE_SRC=DIR|TARBALL), or pass --rvv-runtime-riscv64=PATH"
-)
 
 
 @dataclass(frozen=True)
@@ -40,6 +37,7 @@ class Runtime:
     sysroot: Path | None
     origin: str  # where it came from, for reports and doctor
     commit: str | None = None  # the IREE commit it was built from, when known
+    choice: RuntimeChoice | None = None  # riscv64: how it was chosen for its toolchain
 
     @property
     def identity(self) -> str:
@@ -87,29 +85,39 @@ def aarch64_runtime(store: Store, release: str, executable: Path | None = None) 
                    f"{requirement} ({AARCH64_WHEEL_PLATFORM} wheel)")
 
 
-def riscv64_runtime(executable: Path | None, sysroot: Path | None, compiler_version: str = "",
-                    tools_dir: Path | None = None) -> Runtime:
-    """The user's riscv64 iree-run-module, else the one setup built into the tools cache.
+def riscv64_runtime(toolchain: Toolchain, probe: Probe, executable: Path | None = None,
+                    sysroot: Path | None = None, tools_dir: Path | None = None, option: str = "--rvv-runtime-riscv64",
+                    log=lambda line: None) -> Runtime:
+    """The riscv64 runtime ``toolchain`` runs with (toolchain/choice.py): the user's, else one built from source.
 
-    RuntimeNotProvided (a skip reason naming the fix) when there is neither.
+    RuntimeNotProvided (a skip naming the fix) when there is none and no source; NoRuntimeLoads
+    (one line) when runtimes exist and none loads the toolchain's modules.
     """
-    if executable is None:
-        built = pick_runtime(tools_dir or default_tools_dir(), compiler_version)
-        if built is None:
-            raise RuntimeNotProvided(f"no riscv64 IREE runtime: {RISCV64_HINT}")
-        return Runtime(RISCV64, built.executable, None, f"built by pytest-rvv from IREE {built.commit_text} "
-                       f"({built.origin})", built.commit)
-    if not executable.is_file():
-        raise ConfigError(f"--rvv-runtime-riscv64 {executable}: no such file; {RISCV64_HINT}")
+    if executable is not None and not executable.is_file():
+        raise ConfigError(f"{option} {executable}: no such file; give the path of an iree-run-module built for "
+                          "riscv64-linux-gnu")
     if sysroot is not None and not sysroot.is_dir():
         raise ConfigError(f"--rvv-sysroot-riscv64 {sysroot}: no such directory")
-    return Runtime(RISCV64, executable, sysroot, f"user-supplied {executable}")
+    choice = choose_riscv64(toolchain, tools_dir or default_tools_dir(), probe, executable,
+                            f"user-supplied ({option})", log=log)
+    if choice.how == YOURS:
+        return Runtime(RISCV64, choice.executable, sysroot, f"user-supplied {choice.executable}", choice=choice)
+    commit = choice.commit[:12] if choice.commit else "unknown commit"
+    return Runtime(RISCV64, choice.executable, None, f"built by pytest-rvv from IREE {commit} ({choice.how})",
+                   choice.commit, choice)
 
 
-def runtime_for(arch: str, store: Store, toolchain: Toolchain, settings: Settings) -> Runtime:
-    """The runtime for ``arch``: the user's when given, else the one pytest-rvv finds or fetches."""
+def runtime_for(arch: str, store: Store, toolchain: Toolchain, settings: Settings, probe: Probe,
+                reference: bool = False, log=lambda line: None) -> Runtime:
+    """The runtime for ``arch`` and ``toolchain``: the user's when given, else the one pytest-rvv finds or fetches.
+
+    ``reference``: the toolchain is the --rvv-compare side (its own runtime options apply).
+    """
     if arch == HOST:
         return host_runtime(toolchain.host_run_module)
     if arch == AARCH64:
-        return aarch64_runtime(store, toolchain.release, settings.runtime_aarch64)
-    return riscv64_runtime(settings.runtime_riscv64, settings.sysroot_riscv64, toolchain.compiler_version)
+        return aarch64_runtime(store, toolchain.release, None if reference else settings.runtime_aarch64)
+    if reference:
+        return riscv64_runtime(toolchain, probe, settings.compare_runtime_riscv64, None,
+                               option="--rvv-compare-runtime-riscv64", log=log)
+    return riscv64_runtime(toolchain, probe, settings.runtime_riscv64, settings.sysroot_riscv64, log=log)

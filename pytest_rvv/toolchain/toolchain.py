@@ -7,6 +7,7 @@ import importlib.util
 import os
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -20,6 +21,17 @@ def compiler_commit(version_line: str) -> str | None:
     """The commit in ``IREE compiler version 3.13.0rc20261016 @ 89ece87b...``, None when absent."""
     match = re.search(r"@\s*([0-9a-f]{7,40})", version_line)
     return match.group(1) if match else None
+
+
+def compiler_date(version_line: str) -> float | None:
+    """The build date in ``3.13.0rc20261016`` (nightly-named releases), seconds since the epoch; None when absent."""
+    match = re.search(r"(?:rc|dev|\.)(20\d{6})\b", version_line)
+    if not match:
+        return None
+    try:
+        return datetime.strptime(match.group(1), "%Y%m%d").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,11 @@ class Toolchain:
     def commit(self) -> str | None:
         """The IREE commit the compiler was built from (``@ <sha>`` in its version line)."""
         return compiler_commit(self.compiler_version)
+
+    @property
+    def date(self) -> float | None:
+        """The compiler's build date, when its version line carries one (orders runtimes by distance)."""
+        return compiler_date(self.compiler_version)
 
     @property
     def release(self) -> str:
@@ -82,7 +99,7 @@ def _packaged_iree_compile() -> Path | None:
 
 # Where an IREE build or install directory keeps its tools.
 BUILD_TOOL_DIRS = ("tools", "bin", "install/bin", "compiler/bindings/python/iree/compiler/_mlir_libs",
-                   # a toolchain environment of pytest-rvv (compile/environments.py: --rvv-compare, bisect)
+                   # a toolchain environment of pytest-rvv (toolchain/environments.py: --rvv-compare, bisect)
                    "site/iree/compiler/_mlir_libs", "site/iree/_runtime_libs", ".")
 
 

@@ -1,7 +1,7 @@
 """``pytest-rvv sweep --versions 3.9.0..3.13.0 -- PYTEST-ARGS``: a pytest selection run with each released
 compiler, its results kept per version (cached), so the report draws each metric across releases.
 
-Each release is installed once into the tools cache (compile/environments.py) and run with
+Each release is installed once into the tools cache (toolchain/environments.py) and run with
 ``PYTEST_RVV_IREE_BUILD`` set to it and ``--rvv-report=<out>/<version>``; a version whose results
 exist for the same arguments is not run again. Test failures are data here, not an error.
 """
@@ -12,9 +12,9 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pytest_rvv.bisect import run_selection, versions_between
-from pytest_rvv.compile.environments import COMPILER, environment_of, released_versions, toolchain_from_spec
+from pytest_rvv.comparison.bisect import run_selection, versions_between
 from pytest_rvv.errors import ConfigError
+from pytest_rvv.toolchain.environments import COMPILER, environment_of, released_versions, toolchain_from_spec
 
 
 def parse_range(text: str) -> tuple[str, str]:

@@ -1,6 +1,6 @@
 """The terminal section of a toolchain comparison: every model x target ranked by the work it adds.
 
-Only formats what perf/ab.py decided (recorded on each test's report, so it works under xdist).
+Only formats what comparison/ab.py decided (recorded on each test's report, so it works under xdist).
 """
 
 from __future__ import annotations

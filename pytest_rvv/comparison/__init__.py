@@ -1,0 +1,1 @@
+"""Toolchains compared: A/B in one run (ab.py, report.py), bisect and sweep over releases, reproducers."""
