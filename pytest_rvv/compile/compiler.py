@@ -92,21 +92,26 @@ class Compiler:
         """Compile ``imported`` for ``target``; a compiler error is cached and re-raised."""
         flags = target.compiler_flags()
         machine = [platform.processor() or platform.machine(), _host_cpu_model()] if target.arch == HOST else []
-        # v2: entries also hold the dispatch libraries (ELF) for static analysis; v3: compile CPU time
-        key = digest(["compile-v3", imported.sha256, self.toolchain.compiler_version, *flags, *machine])
+        # v2: entries also hold the dispatch libraries (ELF) for static analysis; v3: compile CPU time;
+        # v4: the input named relative to its folder (the module no longer holds the cache's path)
+        key = digest(["compile-v4", imported.sha256, self.toolchain.compiler_version, *flags, *machine])
 
         def build(tmp: Path) -> dict[str, object]:
             out = tmp / "module.vmfb"
             dump = f"--iree-hal-dump-executable-binaries-to={tmp / EXECUTABLES}"
-            argv = [self.toolchain.iree_compile, imported.path, *flags, dump, "-o", out]
+            # iree-compile writes the input's path, as given, into the module and into each dispatch
+            # library's debug info: run it beside the input and name the input by its file name alone,
+            # so the bytes (and every size and estimate read from them) do not depend on where the
+            # cache is (the user, HOME, PYTEST_RVV_CACHE_DIR).
+            argv = [self.toolchain.iree_compile, imported.path.name, *flags, dump, "-o", out]
             start = time.perf_counter()
-            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S)
+            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S, cwd=imported.path.parent)
             elapsed = round(time.perf_counter() - start, 3)
             meta: dict[str, object] = {
                 "model": model_name, "target": target.name, "flags": flags,
                 "compiler_version": self.toolchain.compiler_version, "compile_wall_s": elapsed,
                 "compile_s": round(result.cpu_s, 3),
-                "command": result.command_line(),
+                "command": f"cd {imported.path.parent} && {result.command_line()}",
             }
             if result.ok:
                 return meta | {"status": "ok"}
