@@ -17,6 +17,7 @@ and none loads, the toolchain cannot run riscv64 code: NoRuntimeLoads says so in
 from __future__ import annotations
 
 import functools
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from pytest_rvv.toolchain.runtime_build import (
     distance,
 )
 from pytest_rvv.toolchain.sources import (
+    SOURCE_ENV,
     WHERE_TO_GET_IT,
     RuntimeSource,
     SourceIndex,
@@ -78,9 +80,17 @@ class RuntimeChoice:
         return line
 
 
-@functools.cache
 def _source_index(explicit: str | None) -> SourceIndex | None:
-    return find_sources(explicit)
+    if explicit:
+        return _sources_at(explicit, f"--source {explicit}")
+    env = os.environ.get(SOURCE_ENV)
+    return _sources_at(env, f"{SOURCE_ENV}={env}") if env else None
+
+
+@functools.cache
+def _sources_at(location: str, origin: str) -> SourceIndex | None:
+    """The sources at one location, scanned once per process."""
+    return find_sources(location, origin)
 
 
 def choose_riscv64(toolchain: Toolchain, tools_dir: Path, probe: Probe, user: Path | None = None,
