@@ -43,8 +43,9 @@ func.func @probe(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
 """
 PROBE_TIMEOUT_S = 120.0
 # What IREE's runtime says when it cannot load a module from another release.
-_MISMATCH = re.compile(
-    r"[^\n]*(?:version mismatch|signature mismatch|required module features)[^\n]*", re.IGNORECASE
+_MISMATCH = re.compile(  # the clause that says so, and the versions when it gives them
+    r"[^;\n]*(?:version mismatch|signature mismatch|required module features)[^;\n]*(?:; have [^;\n]*)?",
+    re.IGNORECASE,
 )
 
 
@@ -155,7 +156,7 @@ class RvvSession:
         later sessions do not probe again.
         """
         qemu = self.qemu(RISCV64)
-        key = digest(["runtime-probe-v1", file_sha256(executable), self.toolchain.compiler_version,
+        key = digest(["runtime-probe-v2", file_sha256(executable), self.toolchain.compiler_version,
                       qemu.version_text, PROBE_MLIR])
 
         def probe(tmp: Path) -> dict[str, object]:

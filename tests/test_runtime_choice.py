@@ -201,11 +201,13 @@ def test_two_runtimes_in_the_cache_a_plain_run_takes_the_one_that_loads(project)
     """3.11.0's runtime built after b48a5955's: the newest build, which the old rule took, cannot load 3.13.0."""
     release_runtime(B48)
     release_runtime(E4A)
-    assert {B48, E4A} <= {b.commit for b in built_runtimes(USER_TOOLS)}
+    commits = [b.commit for b in built_runtimes(USER_TOOLS)]
+    assert any(c and B48.startswith(c) for c in commits)
+    assert any(c and E4A.startswith(c) for c in commits)
     project.write()
     result = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b")
     result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["rvv: riscv64 runtime */iree-run-module, built by pytest-rvv from IREE b48a5955575c "
+    result.stdout.fnmatch_lines(["rvv: riscv64 runtime */iree-run-module, built by pytest-rvv from IREE b48a5955* "
                                  "(nearest that loads)*"])
 
 
@@ -239,7 +241,8 @@ def test_a_toolchain_no_runtime_loads_is_said_once_and_its_riscv64_cells_are_err
                          f"--rvv-iree-build={env311}")
     result.assert_outcomes(passed=2, errors=2)  # both compile; neither can run
     line = (f"no riscv64 runtime loads the modules of IREE compiler version 3.11.0rc20260316 @ {E4A}: tried IREE "
-            "b48a5955575c: *version mismatch*; give IREE's source at e4a3b0405d7d*")
+            "b48a5955: import function hal.* signature mismatch between module and source hal; give IREE's source at "
+            "e4a3b0405d7d*")
     result.stdout.fnmatch_lines([f"rvv: riscv64 runtime none: {line} (this toolchain's riscv64 cells are errors: "
                                  "could not run)"])
     result.stdout.fnmatch_lines([f"*NoRuntimeLoads: {line}"])
