@@ -24,12 +24,13 @@ from pytest_rvv.fixtures import PERF_BASELINES, REFERENCE_KEY, SESSION_KEY
 from pytest_rvv.model.model import Model
 from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
 from pytest_rvv.perf.report import PerformanceCollector
-from pytest_rvv.report.html import CELL_PROPERTY, CHECKS, RunReport
+from pytest_rvv.report.html import CELL_PROPERTY, CHECKS, COULD_NOT_RUN_PROPERTY, RunReport
 from pytest_rvv.run.qemu import default_tools_dir
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
 from pytest_rvv.summary import VectorizationSummary
 from pytest_rvv.targets import Target
+from pytest_rvv.toolchain.choice import NoRuntimeLoads
 from pytest_rvv.toolchain.environments import toolchain_from_spec
 from pytest_rvv.toolchain.runtime_build import commit_mismatch
 from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
@@ -258,6 +259,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     excinfo = call.excinfo
     _record_check_outcome(item, report, excinfo)
     _record_cell(item, report)
+    if report.failed and excinfo is not None and isinstance(excinfo.value, NoRuntimeLoads):
+        report.user_properties.append((COULD_NOT_RUN_PROPERTY, str(excinfo.value)))
     if report.failed and excinfo is not None and isinstance(excinfo.value, RvvError):
         details = getattr(excinfo.value, "details", "") or getattr(excinfo.value, "log", "")
         report.longrepr = f"{type(excinfo.value).__name__}: {excinfo.value}" + (f"\n{details}" if details else "")

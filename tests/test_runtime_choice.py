@@ -3,6 +3,7 @@ runtimes live in one cache and where no runtime loads a toolchain's modules."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tarfile
@@ -238,7 +239,7 @@ def test_a_toolchain_no_runtime_loads_is_said_once_and_its_riscv64_cells_are_err
     monkeypatch.setenv("PYTEST_RVV_IREE_SRC", str(sources))
     project.write()
     result = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b",
-                         f"--rvv-iree-build={env311}")
+                         f"--rvv-iree-build={env311}", f"--rvv-report={tmp_path / 'report'}")
     result.assert_outcomes(passed=2, errors=2)  # both compile; neither can run
     line = (f"no riscv64 runtime loads the modules of IREE compiler version 3.11.0rc20260316 @ {E4A}: tried IREE "
             "b48a5955: import function hal.* signature mismatch between module and source hal; give IREE's source at "
@@ -247,3 +248,8 @@ def test_a_toolchain_no_runtime_loads_is_said_once_and_its_riscv64_cells_are_err
                                  "could not run)"])
     result.stdout.fnmatch_lines([f"*NoRuntimeLoads: {line}"])
     assert result.stdout.str().count("rvv: riscv64 runtime none:") == 1
+    outcomes = {t["nodeid"].split("::")[-1]: t["outcome"]
+                for t in json.loads((tmp_path / "report" / "results.json").read_text())["tests"]}
+    assert outcomes == {"test_matches_onnxruntime[mlp-rv64gc]": "could-not-run",
+                        "test_matches_onnxruntime[mlp-rv64gcv-zvl256b]": "could-not-run",
+                        "test_compiles[mlp-rv64gc]": "passed", "test_compiles[mlp-rv64gcv-zvl256b]": "passed"}

@@ -31,7 +31,9 @@ from pytest_rvv.session import RvvSession
 from pytest_rvv.store import atomic_write_bytes
 
 CELL_PROPERTY = "rvv_cell"
-ORDER = {"failed": 0, "error": 1, "xpassed": 2, "passed": 3, "xfailed": 4, "skipped": 5}
+COULD_NOT_RUN = "could-not-run"  # no runtime loads the toolchain's modules: not a verdict on the code
+COULD_NOT_RUN_PROPERTY = "rvv_could_not_run"
+ORDER = {"failed": 0, "error": 1, COULD_NOT_RUN: 2, "xpassed": 3, "passed": 4, "xfailed": 5, "skipped": 6}
 LONGREPR_LIMIT = 20000
 # The check each suite module performs, as the verdict grid names it, in pipeline order.
 CHECKS = {"test_compile": "compiles", "test_agreement": "correct", "test_static_vectorization": "vectorized",
@@ -42,6 +44,8 @@ DISPATCH_ROWS = 25
 
 
 def outcome_of(report: pytest.TestReport) -> str:
+    if report.failed and any(name == COULD_NOT_RUN_PROPERTY for name, _ in report.user_properties):
+        return COULD_NOT_RUN
     if hasattr(report, "wasxfail"):
         return "xfailed" if report.skipped else "xpassed"
     if report.when != "call" and report.failed:

@@ -8,7 +8,8 @@
      "metrics": [{"model", "target", "metric", "value", "unit", "kind", "verdict", "baseline",
                   "machine", "toolchain"}]}
 
-``outcome`` is passed, failed, error, skipped, xfailed or xpassed; ``verdict`` is ok, improved,
+``outcome`` is passed, failed, error, could-not-run (no runtime loads the toolchain's modules), skipped,
+xfailed or xpassed; ``verdict`` is ok, improved,
 changed, REGRESSED, or null when the metric was not judged (no baseline, --update-baselines, or a
 diagnostic). The schema file ``results.schema.json`` beside this module states all of it.
 """
