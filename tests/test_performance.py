@@ -319,3 +319,24 @@ def test_after_an_upgrade_the_host_targets_sizes_are_churn_on_its_own_machine_to
     strict = judge(refs, now, BUILTIN_TARGETS["host"], tolerances(None, False), this_machine("box", "qemu"),
                    strict=True)
     assert strict.regressed
+
+
+def test_portable_metrics_do_not_depend_on_the_user_home_or_cache_location(project, tmp_path, monkeypatch):
+    """Recorded by one user (HOME, cache) and checked by another whose paths differ in length: module bytes, code
+    sizes, executed counts and silicon estimates identical (the cache's path once reached the module)."""
+    performance_project(project)
+    args = ("performance", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b")
+    for user, cache in (("a", tmp_path / "c"), ("second-user", tmp_path / "a-much-longer-cache-folder" / "pytest-rvv")):
+        monkeypatch.setenv("HOME", str(tmp_path / "home" / user))
+        monkeypatch.setenv("PYTEST_RVV_CACHE_DIR", str(cache))
+        run = project.run(*args, "--update-baselines", f"--rvv-machine={user}")
+        run.assert_outcomes(passed=2)
+        if user == "a":
+            portable = {p: p.read_bytes() for p in (project.path / "baselines" / "performance").glob("*/mlp.json")}
+            assert len(portable) == 2
+            recorded = json.loads(portable[project.path / "baselines" / "performance" / "rv64gcv-zvl256b" /
+                                           "mlp.json"])["metrics"]
+            assert {"module_bytes", "dispatch_code_bytes", "executed_dispatch_instructions",
+                    "est_cycles@spacemit-x60"} <= set(recorded)
+    assert {p: p.read_bytes() for p in portable} == portable
+    run.stdout.fnmatch_lines(["unchanged */baselines/performance/rv64gcv-zvl256b/mlp.json"])
