@@ -10,17 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rvv.analyze.static import analyze
 from pytest_rvv.comparison.bisect import BAD, GOOD, SKIP, ReleaseBisect, Step, versions_between
-from pytest_rvv.compile.compiler import Compiler
 from pytest_rvv.errors import ConfigError
-from pytest_rvv.model.prepare import prepare
+from pytest_rvv.profile.measure import measure_executed
+from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import Settings
-from pytest_rvv.store import Store
 from pytest_rvv.targets import BUILTIN_TARGETS
 from pytest_rvv.toolchain.environments import toolchain_from_spec
 
-from .conftest import SUITES, USER_CACHE, USER_TOOLS
+from .conftest import SUITES, USER_TOOLS
 from .test_toolchain_comparison import NO_VECTOR_WRAPPER, build_dir
 
 RELEASES = ["3.13.0", "3.12.0", "3.11.0", "3.10.0", "3.9.0", "3.8.0"]
@@ -78,26 +76,32 @@ def test_a_range_in_the_wrong_order_or_an_unknown_release_is_one_line():
     assert versions_between(RELEASES, "3.9.0", "3.11.0") == ["3.9.0", "3.10.0", "3.11.0"]
 
 
-def static_counts(version: str, model, target) -> dict:
-    """The static snapshot of ``model`` compiled by release ``version`` (library calls, not the bisect)."""
+def executed_counts(version: str, model, target, workdir: Path) -> dict:
+    """The executed snapshot of ``model`` compiled by release ``version`` and run under QEMU in the runtime that
+    release's modules load in (library calls, not the bisect)."""
     toolchain = toolchain_from_spec(f"iree-base-compiler=={version}", USER_TOOLS)
-    compiler = Compiler(toolchain, Store(USER_CACHE))
-    imported = compiler.import_onnx(model.name, prepare(model, USER_CACHE), model.opset)
-    snapshot = analyze(compiler.compile(model.name, imported, target)).snapshot()
-    return {"totals": snapshot["totals"], "dispatches": snapshot["dispatches"]}
+    session = RvvSession(Settings.resolve(lambda option: None, {}, Path.cwd()), toolchain=toolchain)
+    measured = measure_executed(session, model, session.runner(target), workdir)
+    return measured.snapshot(model.name, target.name)
 
 
-def test_bisect_over_three_real_releases_names_the_first_that_changed_the_code(project, monkeypatch):
-    """The selection: squeezenet's static vectorization snapshot, recorded with 3.11.0, compared exactly."""
+def test_bisect_over_real_releases_on_executed_counts_runs_each_step_in_its_own_runtime(project, tmp_path):
+    """The selection: squeezenet's executed counts on rv64gcv-zvl256b, recorded with 3.11.0 and compared exactly.
+    3.11.0's modules load only in a runtime of its own commit, 3.12.0's and 3.13.0's only in a newer one: every
+    step must run in its own (offline: built from PYTEST_RVV_IREE_SRC)."""
+    from .test_runtime_choice import B48, E4A, release_runtime
+
+    for commit in (B48, E4A):
+        release_runtime(commit)
     target = BUILTIN_TARGETS["rv64gcv-zvl256b"]
     model = Settings.resolve(lambda option: None, {}, Path.cwd()).known_models["squeezenet1.1"]
-    counts = {v: static_counts(v, model, target) for v in ("3.11.0", "3.12.0", "3.13.0")}
+    counts = {v: executed_counts(v, model, target, tmp_path / v) for v in ("3.11.0", "3.12.0", "3.13.0")}
     changed = [v for v in ("3.12.0", "3.13.0") if counts[v] != counts["3.11.0"]]
-    assert changed, "3.11.0 .. 3.13.0 compile squeezenet1.1 identically: pick another selection"
+    assert changed, "3.11.0 .. 3.13.0 execute squeezenet1.1 identically: pick another selection"
     project.write(suite=False)
     shutil.copytree(SUITES / "vectorization", project.path / "vectorization",
                     ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
-    selection = ["vectorization/test_static_vectorization.py", "--rvv-models=squeezenet1.1",
+    selection = ["vectorization/test_executed_vectorization.py", "--rvv-models=squeezenet1.1",
                  f"--rvv-targets={target.name}", "--rvv-strict-baselines", "-p", "no:cacheprovider"]
     env311 = toolchain_from_spec("iree-base-compiler==3.11.0", USER_TOOLS).iree_import_onnx.parent
     record = subprocess.run([sys.executable, "-m", "pytest", *selection, "--snapshot-update"], cwd=project.path,

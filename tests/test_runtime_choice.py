@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rvv.comparison.bisect import COULD_NOT_RUN, SKIP, run_selection, verdict_of
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store
@@ -253,3 +254,8 @@ def test_a_toolchain_no_runtime_loads_is_said_once_and_its_riscv64_cells_are_err
     assert outcomes == {"test_matches_onnxruntime[mlp-rv64gc]": "could-not-run",
                         "test_matches_onnxruntime[mlp-rv64gcv-zvl256b]": "could-not-run",
                         "test_compiles[mlp-rv64gc]": "passed", "test_compiles[mlp-rv64gcv-zvl256b]": "passed"}
+    # a bisect or sweep step in this state is untestable (like `git bisect skip`), not bad
+    code, summary = run_selection(env311, ["correctness", "--rvv-models=mlp", "--rvv-targets=rv64gc",
+                                           "-p", "no:cacheprovider"], project.path)
+    assert (code, verdict_of(code)) == (COULD_NOT_RUN, SKIP)
+    assert summary.startswith("could not run: no riscv64 runtime loads the modules of IREE compiler version 3.11.0")

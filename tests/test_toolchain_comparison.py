@@ -131,3 +131,26 @@ def test_two_real_releases_a_dispatch_table_and_a_reproducer_that_works_elsewher
     listings = [subprocess.run(["bash", "dispatch.sh", side, name], cwd=copy, check=True, capture_output=True,
                                text=True).stdout for side in ("reference", "under-test")]
     assert all(listings) and listings[0] != listings[1]
+
+
+def test_across_a_hal_version_change_each_side_runs_riscv64_code_in_its_own_runtime(comparison_project, tmp_path):
+    """3.11.0 (HAL module version 6) vs 3.12.0 (7): no single runtime loads both. Each side gets its own (3.11.0's
+    built from its commit, 3.12.0's the nearest that loads), both really run, and the dispatch table names changes."""
+    from pytest_rvv.toolchain.environments import environment_of, toolchain_from_spec
+
+    from .conftest import USER_TOOLS
+    from .test_runtime_choice import B48, E4A, release_runtime
+
+    own = {commit: release_runtime(commit) for commit in (B48, E4A)}
+    env312 = environment_of(toolchain_from_spec("iree-base-compiler==3.12.0", USER_TOOLS))
+    repro = tmp_path / "repro"
+    result = comparison_project.run("performance", "--rvv-models=squeezenet1.1", "--rvv-targets=rv64gc," + VECTOR,
+                                    f"--rvv-iree-build={env312}", "--rvv-compare=iree-base-compiler==3.11.0",
+                                    "--rvv-compare-report-only", f"--rvv-repro={repro}", "-n", "2")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"rvv: riscv64 runtime {own[B48]}, built by pytest-rvv from IREE b48a5955* "
+                                 "(nearest that loads)*",
+                                 f"rvv: reference's riscv64 runtime {own[E4A]}, built by pytest-rvv from IREE e4a3b040*"
+                                 " (the compiler's own commit)*"])
+    for target in ("rv64gc", VECTOR):  # executed counts on both sides: both ran
+        result.stdout.fnmatch_lines([f"*squeezenet1.1 on {target}: executed * -> * instructions*"])

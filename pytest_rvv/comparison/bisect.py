@@ -28,6 +28,8 @@ from pytest_rvv.toolchain.toolchain import BUILD_TOOL_DIRS, Toolchain, compiler_
 GOOD, BAD, SKIP = "good", "bad", "skip"
 BUILD_ENV = "PYTEST_RVV_IREE_BUILD"
 GIT_GOOD, GIT_BAD, GIT_SKIP = 0, 1, 125
+COULD_NOT_RUN = -1  # run_selection's code when no runtime loads the step's modules: untestable, not bad
+CANNOT_RUN_MARK = "NoRuntimeLoads: "  # how a cell that could not run reads in pytest's output
 
 
 @dataclass
@@ -59,11 +61,16 @@ def versions_between(available: Sequence[str], good: str, bad: str) -> list[str]
 
 
 def run_selection(build: Path, pytest_args: Sequence[str], cwd: Path) -> tuple[int, str]:
-    """pytest's exit code and summary line for ``pytest_args`` with the IREE build or environment ``build``."""
+    """pytest's exit code and summary line for ``pytest_args`` with the IREE build or environment ``build``.
+
+    A run whose toolchain no riscv64 runtime can run is not a verdict on the code: COULD_NOT_RUN and its line.
+    """
     env = {**os.environ, BUILD_ENV: str(build)}
     proc = subprocess.run([sys.executable, "-m", "pytest", *pytest_args], cwd=cwd, env=env, check=False,
                           capture_output=True, text=True)
     lines = [ln.strip("= ") for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    if proc.returncode != 0 and (cannot := next((ln for ln in lines if ln.startswith(CANNOT_RUN_MARK)), None)):
+        return COULD_NOT_RUN, f"could not run: {cannot.removeprefix(CANNOT_RUN_MARK)}"
     return proc.returncode, (lines[-1] if lines else "no output")
 
 

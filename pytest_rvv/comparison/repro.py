@@ -104,12 +104,12 @@ def _run_lines(directory: Path, sessions: dict[str, RvvSession], functions: dict
     args = " ".join(f"--input=@input_{i}.npy" for i in range(inputs))
     for side, session in sessions.items():
         runtime = session.runtime(target.arch)
-        if target.arch == RISCV64:  # no registry ships one: the folder carries it
-            local = directory / "bin" / "iree-run-module-riscv64"
+        if target.arch == RISCV64:  # no registry ships one: the folder carries each side's own
+            local = directory / "bin" / f"iree-run-module-riscv64-{side}"
             local.parent.mkdir(exist_ok=True)
             shutil.copyfile(runtime.executable, local)
             local.chmod(0o755)
-            exe = "bin/iree-run-module-riscv64"
+            exe = f"bin/{local.name}"
         else:
             exe = shlex.quote(str(runtime.executable))
         var = f"IREE_RUN_MODULE_{side.upper().replace('-', '_')}"
