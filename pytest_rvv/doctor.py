@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -15,12 +16,13 @@ from pytest_rvv.process import run_process
 from pytest_rvv.profile.cores import CORES
 from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.profile.silicon import MCA, mca_version
-from pytest_rvv.run.qemu import find_qemu
+from pytest_rvv.run.qemu import default_tools_dir, find_qemu
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store
 from pytest_rvv.targets import AARCH64, RISCV64, Target
-from pytest_rvv.toolchain.runtime_build import commit_mismatch
+from pytest_rvv.toolchain.environments import toolchain_from_spec
+from pytest_rvv.toolchain.runtime_build import built_runtimes, commit_mismatch
 from pytest_rvv.toolchain.runtimes import AARCH64_SYSROOT, AARCH64_WHEEL_PLATFORM, host_runtime
 from pytest_rvv.toolchain.toolchain import find_toolchain
 from pytest_rvv.tools import find_executable, version_output
@@ -132,6 +134,31 @@ def _runtimes(settings: Settings) -> Iterator[Finding]:
     yield _probe("iree-run-module (riscv64)", check, "use a riscv64 iree-run-module built from the same IREE "
                  "release as iree-compile (`bash scripts/setup.sh runtime` with that release's source)",
                  required=False)
+    yield from _cached_runtimes(settings, session)
+
+
+def _cached_runtimes(settings: Settings, session: RvvSession) -> Iterator[Finding]:
+    """Each riscv64 runtime in the tools cache, and which toolchains in use (under test, reference) load in it."""
+    sessions = {"under test": session}
+    if settings.compare:
+        try:
+            sessions["reference"] = RvvSession(settings, toolchain=toolchain_from_spec(settings.compare,
+                                                                                       default_tools_dir()),
+                                               reference=True)
+        except RvvError as exc:
+            yield Finding("reference toolchain (--rvv-compare)", False, str(exc), "fix --rvv-compare", required=False)
+    for built in built_runtimes(default_tools_dir()):
+        loads = []
+        for side, rvv in sessions.items():
+            try:
+                reason = rvv.probe_runtime(built.executable)
+            except RvvError as exc:
+                reason = str(exc).splitlines()[0]
+            release = rvv.toolchain.release
+            loads.append(f"{side} {release}: loads" if reason is None else f"{side} {release}: no ({reason})")
+        day = datetime.fromtimestamp(built.date, UTC).strftime("%Y-%m-%d") if built.date else "date unknown"
+        yield Finding(f"cached riscv64 runtime IREE {built.commit_text}", True,
+                      f"{built.executable} ({day}, from {built.origin}); {'; '.join(loads)}", "", required=False)
 
 
 def _plugin_loads(settings: Settings) -> str:

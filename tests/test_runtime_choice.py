@@ -39,7 +39,7 @@ def cached(tools: Path, commit: str, days_before_compiler: float, built: float =
 
     def build(tmp: Path) -> dict[str, object]:
         (tmp / "iree-run-module").write_text(f"runtime {commit}")
-        return {"commit": commit, "origin": f"test {commit[:8]}", "built": built, "date": date}
+        return {"commit": commit, "origin": f"test {commit[:8]}", "built": built, "source_date": date}
 
     return Store(tools).get_or_build(NAMESPACE, commit * 2, build).file("iree-run-module")
 

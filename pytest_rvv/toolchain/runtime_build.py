@@ -146,7 +146,7 @@ class BuiltRuntime:
 
 def _built(entry: Entry) -> BuiltRuntime:
     meta = entry.meta
-    date = meta.get("date")
+    date = meta.get("source_date")
     return BuiltRuntime(entry.file("iree-run-module"), meta.get("commit"), str(meta.get("origin", "?")),
                         float(meta.get("built", 0)), float(date) if date else None)
 
@@ -216,7 +216,7 @@ def build_runtime(source: RuntimeSource, tools_dir: Path, tools: CrossToolchain 
             tree = _unpacked(source, work, log)
             exe = _cmake_build(tree, work, tools, logs / f"iree-runtime-{key[:12]}.log", log)
             shutil.copy2(exe, tmp / "iree-run-module")
-        return {"commit": source.commit, "origin": source.origin, "built": time.time(), "date": source.date,
+        return {"commit": source.commit, "origin": source.origin, "built": time.time(), "source_date": source.date,
                 "build_s": round(time.monotonic() - start, 1), "cross": tools.identity(), "recipe": RECIPE}
 
     store = Store(tools_dir)

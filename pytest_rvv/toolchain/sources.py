@@ -118,11 +118,14 @@ def missing_parts(tree: Path) -> list[str]:
 
 
 def tarball_facts(path: Path) -> tuple[str | None, float | None]:
-    """(commit recorded by ``git archive`` in the pax header, the first member's mtime) of a tarball."""
+    """(commit recorded by ``git archive`` in the pax header, the first file's mtime) of a tarball.
+
+    ``git archive`` dates every member with the commit; a directory entry may carry the packing time instead.
+    """
     try:
         with tarfile.open(path) as archive:
             recorded = archive.pax_headers.get("comment")
-            first = archive.next()
+            first = next((m for m in archive if m.isfile()), None)
             return (recorded.strip() if recorded and _COMMIT.fullmatch(recorded.strip()) else None,
                     float(first.mtime) if first is not None else None)
     except (tarfile.TarError, OSError, EOFError) as exc:
