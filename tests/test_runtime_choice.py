@@ -166,6 +166,11 @@ def test_a_git_clone_exports_any_commit_with_its_pinned_submodule_and_names_a_mi
     assert source.commit == commit and source.date is not None
     assert (source.path / "third_party" / "flatcc" / "CMakeLists.txt").read_text() == "# flatcc v1\n"
     assert (source.path / "runtime" / "src" / "iree" / "x.c").is_file()
+    # a clone without the submodules checked out (the partial clone in the cache): fetched from .gitmodules' URL
+    bare = tmp_path / "bare-clone"
+    git("clone", "-q", "--no-checkout", str(iree), str(bare), cwd=tmp_path)
+    again = export_commit(bare, commit, tmp_path / "work2")
+    assert (again.path / "third_party" / "flatcc" / "CMakeLists.txt").read_text() == "# flatcc v1\n"
     with pytest.raises(SourceNotFound, match=rf"^the git clone {iree} lacks IREE commit 89ece87b8985 \(and cannot "
                                              r"fetch it\); `git -C .* fetch origin 89ece87b"):
         export_commit(iree, "89ece87b89852100c0a4ac3d515e14842d090967", tmp_path / "work")

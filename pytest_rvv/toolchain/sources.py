@@ -268,12 +268,35 @@ def _fill_submodule(clone: Path, commit: str, sub: str, tree: Path) -> None:
     modules = clone / ".git" / "modules" / sub
     repo = modules if modules.is_dir() else clone / sub
     if not (repo / "HEAD").exists() and not (repo / ".git").exists():
-        raise SourceNotFound(f"the git clone {clone} has no copy of submodule {sub} (needed at {pinned[:12]} by IREE "
-                             f"{commit[:12]}): `git -C {clone} submodule update --init {sub}`")
+        repo = _fetched_submodule(clone, commit, sub, pinned)
     target = tree / sub
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     _archive_into(repo, pinned, target, f"{sub} {pinned[:12]}")
+
+
+def _fetched_submodule(clone: Path, commit: str, sub: str, pinned: str) -> Path:
+    """A partial clone of submodule ``sub`` (its URL from ``.gitmodules`` at ``commit``) holding ``pinned``."""
+    urls = _git("-C", str(clone), "config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"submodule\..*\.url",
+                timeout_s=60)
+    paths = _git("-C", str(clone), "config", "--blob", f"{commit}:.gitmodules", "--get-regexp",
+                 r"submodule\..*\.path", timeout_s=60)
+    name = next((ln.split()[0].removesuffix(".path") for ln in paths.stdout.splitlines()
+                 if ln.split()[1:] == [sub]), None)
+    url = next((ln.split()[1] for ln in urls.stdout.splitlines() if name and ln.split()[0] == f"{name}.url"), None)
+    missing = (f"the git clone {clone} has no copy of submodule {sub} (needed at {pinned[:12]} by IREE {commit[:12]}): "
+               f"`git -C {clone} submodule update --init {sub}`")
+    if url is None:
+        raise SourceNotFound(missing)
+    repo = clone / ".git" / "pytest-rvv-modules" / sub
+    if not (repo / "HEAD").exists():
+        repo.parent.mkdir(parents=True, exist_ok=True)
+        made = _git("clone", "--bare", "--filter=blob:none", "--no-checkout", url, str(repo))
+        if not made.ok:
+            raise SourceNotFound(f"{missing} (cloning {url} failed: {made.status()})")
+    if not _git("-C", str(repo), "cat-file", "-e", f"{pinned}^{{commit}}", timeout_s=60).ok:
+        _git("-C", str(repo), "fetch", "--quiet", "--filter=blob:none", "origin", pinned)
+    return repo
 
 
 def partial_clone(into: Path) -> Path:
