@@ -125,18 +125,24 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             runner: Runner | None = rvv_session.runner(rvv_target)
         except RuntimeNotProvided:
             runner = None  # compile-side metrics only
-        result = measure_performance(rvv_session, rvv_model, rvv_target, runner, settings.perf_repeat)
         machine = rvv_session.machine_for(rvv_target)
+        recording = request.config.getoption("update_baselines")
+        try:
+            refs = references(settings.root / PERF_BASELINES, machine, rvv_target.name, rvv_model.name)
+        except ConfigError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        # fresh timed runs only where time is gated (a baseline of this machine), recorded, or asked for
+        timed = recording or refs.machine is not None or settings.perf_repeat_given
+        result = measure_performance(rvv_session, rvv_model, rvv_target, runner, settings.perf_repeat, timed)
         if rvv_session.board_for(rvv_target) is not None:
             result.board = machine.as_json()
         record_property(PERF_PROPERTY, result.as_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
             record_property(f"rvv.{metric}", value)
-        if request.config.getoption("update_baselines"):
+        if recording:
             return result
         strict = request.config.getoption("rvv_strict_baselines")
         try:
-            refs = references(settings.root / PERF_BASELINES, machine, rvv_target.name, rvv_model.name)
             limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)

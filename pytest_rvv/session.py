@@ -27,6 +27,7 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.run.board import BoardFacts, BoardLink, BoardRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
+from pytest_rvv.run.recorded import PLAIN, RecordedRun, RecordedRuns
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store, digest, file_sha256
@@ -86,6 +87,32 @@ class RvvSession:
         except RvvError:
             emulator = "no qemu"
         return this_machine(self.settings.machine, emulator)
+
+    @functools.cached_property
+    def runs(self) -> RecordedRuns:
+        """Emulated runs kept by content (run/recorded.py); --rvv-no-cache runs them all again."""
+        return RecordedRuns(self.store, self.settings.timeout_s, fresh=self.settings.fresh_runs)
+
+    def recorded(self, kind: str, model: Model, runner: Runner) -> RecordedRun | None:
+        """The ``kind`` run (plain, counted, elements) of ``model`` on ``runner``, emulated once per content.
+
+        None for a runner whose runs are not recorded (the host, a board): run those directly. A counted
+        run raises ToolMissing when this QEMU cannot load the counting plugin.
+        """
+        if runner.qemu is None:
+            return None
+        if kind == PLAIN:
+            from pytest_rvv.cbuild import build_c
+
+            helper = build_c(self.store, "pytest_rvv.perf", ("rss_probe.c",), "rss_probe", shared=False)
+        else:
+            from pytest_rvv.profile.plugin import build_plugin, check_plugin_support
+
+            check_plugin_support(runner.qemu)
+            helper = build_plugin(self.store)
+        reference = self.reference(model)
+        return self.runs.run(kind, self.artifact(model, runner.target), runner, reference.inputs,
+                             len(reference.outputs), helper)
 
     @functools.cached_property
     def compiler(self) -> Compiler:

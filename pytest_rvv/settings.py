@@ -144,6 +144,8 @@ class Settings:
     added_work_percent: float = 5.0
     max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
     perf_repeat: int = 3
+    perf_repeat_given: bool = False  # --rvv-perf-repeat was asked for: time the runs even where time is not gated
+    fresh_runs: bool = False  # --rvv-no-cache: emulate every run again, trust no recorded run
     ops: str | None = None
     compare: str | None = None  # --rvv-compare SPEC
     compare_runtime_riscv64: Path | None = None  # the reference toolchain's riscv64 runtime
@@ -247,6 +249,7 @@ class Settings:
             added_work_percent=_number(value("added-work"), 5.0, "--rvv-added-work", "a percentage"),
             machine=check_name(str(value("machine")), "--rvv-machine") if value("machine") else None,
             max_vector_share_drop=share_drop,
+            perf_repeat_given=value("perf-repeat") not in (None, ""),
             perf_repeat=int(_number(value("perf-repeat"), 3, "--rvv-perf-repeat", "a positive number of runs",
                                     positive=True)),
             tolerances=table.get("tolerances") or {},

@@ -14,11 +14,13 @@ from elftools.elf.elffile import ELFFile
 from pytest_rvv.analyze.static import analyze
 from pytest_rvv.cbuild import build_c
 from pytest_rvv.compare.agreement import compare
+from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.errors import ToolMissing
 from pytest_rvv.model.model import Model
 from pytest_rvv.perf.metrics import silicon_metric
 from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
 from pytest_rvv.profile.silicon import estimate
+from pytest_rvv.run.recorded import PLAIN
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.targets import HOST, Target
@@ -120,44 +122,75 @@ class TimedRuns:
         if self.peaks:
             result.metrics["iree_peak_bytes"] = sum(int(v) for v in self.peaks.values())
         if self.runner.qemu is not None:
-            try:
-                executed = measure_executed(self.session, self.model, self.runner, self.work / "executed")
-            except ToolMissing as exc:
-                result.notes.append(f"no executed counts: {exc}")
-                return
-            totals = executed.attribution["dispatch_totals"]
-            result.metrics.update(executed_dispatch_instructions=totals["instructions"],
-                                  executed_dispatch_vector=totals["vector"])
-            result.executed = executed.snapshot(self.model.name, self.runner.target.name)
-            self._estimate(executed, result)
+            add_executed(self.session, self.model, self.runner, result)
 
-    def _estimate(self, executed: ExecutedMeasurement, result: PerfResult) -> None:
-        """Estimated silicon cycles on the target's cores (llvm-mca), a portable metric per core."""
-        target = self.runner.target
-        if not target.cores():
-            return
+
+def add_executed(session: RvvSession, model: Model, runner: Runner, result: PerfResult) -> None:
+    """Executed counts (the counted run, recorded by content) and the silicon estimates made from them."""
+    with tempfile.TemporaryDirectory(prefix="pytest-rvv-executed-") as tmp:
         try:
-            estimates = estimate(executed.counts, self.artifact.executables, target.arch, target.cores(),
-                                 self.session.store)
+            executed = measure_executed(session, model, runner, Path(tmp))
         except ToolMissing as exc:
-            result.notes.append(f"no silicon estimates: {exc}")
+            result.notes.append(f"no executed counts: {exc}")
             return
-        for name, found in estimates.items():
-            result.metrics[silicon_metric(name)] = found.total
-            result.silicon[name] = found.dispatches
-            result.toolchain["llvm_mca"] = found.llvm_mca
+    totals = executed.attribution["dispatch_totals"]
+    result.metrics.update(executed_dispatch_instructions=totals["instructions"],
+                          executed_dispatch_vector=totals["vector"])
+    result.executed = executed.snapshot(model.name, runner.target.name)
+    _estimate(session, session.artifact(model, runner.target), runner.target, executed, result)
+
+
+def _estimate(session: RvvSession, artifact: Artifact, target: Target, executed: ExecutedMeasurement,
+              result: PerfResult) -> None:
+    """Estimated silicon cycles on the target's cores (llvm-mca), a portable metric per core."""
+    if not target.cores():
+        return
+    try:
+        estimates = estimate(executed.counts, artifact.executables, target.arch, target.cores(),
+                             session.store)
+    except ToolMissing as exc:
+        result.notes.append(f"no silicon estimates: {exc}")
+        return
+    for name, found in estimates.items():
+        result.metrics[silicon_metric(name)] = found.total
+        result.silicon[name] = found.dispatches
+        result.toolchain["llvm_mca"] = found.llvm_mca
 
 
 def measure_performance(session: RvvSession, model: Model, target: Target, runner: Runner | None,
-                        repeat: int) -> PerfResult:
-    """Compile-side metrics always; run-side metrics when ``runner`` is given."""
+                        repeat: int, timed: bool = True) -> PerfResult:
+    """Compile-side metrics always; run-side metrics when ``runner`` is given.
+
+    ``timed``: time is gated here (this machine has a baseline, or baselines are being recorded) or was
+    asked for: ``repeat`` fresh timed runs. Otherwise an emulated target's run side comes from its plain
+    run, recorded by content and shared with the agreement check (one emulated run, none on a rerun),
+    and its time is that run's, shown as information.
+    """
     result = compile_side(session, model, target, runner)
     if runner is None:
         result.notes.append("run-side metrics need a runtime for this target")
         return result
-    with tempfile.TemporaryDirectory(prefix="pytest-rvv-perf-") as tmp:
-        runs = TimedRuns(session, model, runner, Path(tmp))
-        for _ in range(repeat):
-            runs.once()
-        runs.into(result)
+    recorded = None if timed else session.recorded(PLAIN, model, runner)
+    if recorded is None:
+        with tempfile.TemporaryDirectory(prefix="pytest-rvv-perf-") as tmp:
+            runs = TimedRuns(session, model, runner, Path(tmp))
+            for _ in range(repeat):
+                runs.once()
+            runs.into(result)
+        return result
+    reference = session.reference(model)
+    agreement = compare(recorded.outputs, reference.outputs, model.tolerance)
+    assert agreement.ok, (  # numbers of a wrong result are refused
+        f"{model.name} on {target.name} disagrees with onnxruntime ({session.toolchain.compiler_version})\n"
+        f"{agreement.report()}\nrepro: {recorded.repro}")
+    result.samples.update(wall_s=[recorded.wall_s], cpu_s=[recorded.cpu_s])
+    result.metrics.update(wall_s_min=recorded.wall_s, wall_s_median=recorded.wall_s, cpu_s_min=recorded.cpu_s,
+                          cpu_s_median=recorded.cpu_s)
+    if recorded.rss_kb is not None:
+        result.metrics["peak_rss_kb"] = recorded.rss_kb
+    if peaks := dict(_STATISTICS.findall(recorded.stdout)):
+        result.metrics["iree_peak_bytes"] = sum(int(v) for v in peaks.values())
+    result.notes.append("time of one recorded run" + (" (from the cache)" if recorded.cached else "")
+                        + ": not gated here (no baseline of this machine); --rvv-perf-repeat=N times fresh runs")
+    add_executed(session, model, runner, result)
     return result

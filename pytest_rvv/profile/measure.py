@@ -9,8 +9,8 @@ from typing import Any
 from pytest_rvv.compare.agreement import compare
 from pytest_rvv.model.model import Model
 from pytest_rvv.profile.counts import ExecutedCounts, attribute, parse
-from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
-from pytest_rvv.run.runner import Runner, RunOutcome
+from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun
+from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 
 LANES_PROPERTY = "rvv_lanes"  # a test's lane occupancy per dispatch (elements=on runs), for the report
@@ -22,7 +22,7 @@ class ExecutedMeasurement:
 
     counts: ExecutedCounts
     attribution: dict[str, Any]
-    outcome: RunOutcome
+    run: RecordedRun  # the counted run (fresh, or looked up by content)
 
     def snapshot(self, model: str, target: str) -> dict[str, Any]:
         """The deterministic part (dispatch code only: runtime code is not exactly repeatable)."""
@@ -38,16 +38,13 @@ def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir:
     """
     if runner.qemu is None:
         raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
-    check_plugin_support(runner.qemu)
-    plugin = build_plugin(session.store)
     artifact = session.artifact(model, runner.target)
     reference = session.reference(model)
-    out = workdir / "executed.txt"
-    outcome = runner.run(artifact, reference.inputs, workdir, len(reference.outputs), session.settings.timeout_s,
-                         qemu_args=plugin_option(plugin, out, elements))
-    agreement = compare(outcome.outputs, reference.outputs, model.tolerance)
+    recorded = session.recorded(ELEMENTS if elements else COUNTED, model, runner)  # once per content
+    assert recorded is not None and recorded.counts is not None
+    agreement = compare(recorded.outputs, reference.outputs, model.tolerance)
     assert agreement.ok, (  # counts of a wrong result are not recorded
         f"{model.name} on {runner.target.name} disagrees with onnxruntime in the counted run\n{agreement.report()}"
     )
-    counts = parse(out.read_text(), out)
-    return ExecutedMeasurement(counts, attribute(counts, artifact.executables, runner.target.arch), outcome)
+    counts = parse(recorded.counts.read_text(), recorded.counts)
+    return ExecutedMeasurement(counts, attribute(counts, artifact.executables, runner.target.arch), recorded)

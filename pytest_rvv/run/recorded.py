@@ -1,0 +1,142 @@
+"""Emulated runs kept by content: a run whose result is already known is looked up, not emulated again.
+
+A module run under QEMU (one thread, ``local-sync``, an empty environment and a fixed guest address
+space: run/runner.py) is deterministic: the same module bytes, runtime binary, QEMU binary and CPU
+flags, plugin build and inputs give the same outputs, executed counts and IREE statistics. So each
+kind of run is done once per content and kept in the store under everything that decides it:
+
+- ``plain``: the run the agreement check and the performance side share (the RSS launcher around
+  the emulator, ``--print_statistics``): outputs, IREE's peak allocation, the emulator's peak RSS,
+  and the run's own wall and CPU time (a machine-bound figure: shown, never gated from the store);
+- ``counted``: the same run with the ``rvv_counter`` plugin: executed instructions per block;
+- ``elements``: the plugin with lane occupancy (``elements=on``), for report runs.
+
+A failed run is not kept (it raises). A damaged entry fails its manifest's hashes and is run again.
+``--rvv-no-cache`` (``RecordedRuns(fresh=True)``) runs everything again and keeps nothing new.
+Only emulated runs are kept: the host target's code and time belong to this machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_rvv.compile.compiler import Artifact
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.store import Store, digest, file_sha256
+
+PLAIN, COUNTED, ELEMENTS = "plain", "counted", "elements"
+KINDS = (PLAIN, COUNTED, ELEMENTS)
+NAMESPACE = "runs"
+RECIPE = "recorded-run-v1"
+STATISTICS_ARGS = ("--print_statistics",)
+
+
+@functools.cache
+def _sha(path: str, size: int, mtime_ns: int) -> str:
+    return file_sha256(Path(path))
+
+
+def content_sha(path: Path) -> str:
+    """The sha256 of a file, computed once per (path, size, mtime) in this process."""
+    stat = Path(path).stat()
+    return _sha(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """One run's deterministic results (and, for ``plain``, the run's own time), fresh or from the store."""
+
+    kind: str
+    outputs: list[np.ndarray]
+    stdout: str  # iree-run-module's output: --print_statistics lines
+    counts: Path | None  # the plugin's output (counted and elements runs)
+    rss_kb: int | None  # the emulator's peak RSS (plain runs)
+    wall_s: float
+    cpu_s: float
+    repro: str
+    cached: bool  # True when it came from the store (its time was measured by an earlier session)
+
+
+def run_key(kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray],
+            helper: Path | None) -> str:
+    """Everything that decides a run's results: module bytes, runtime, QEMU and its CPU flags, helper, inputs."""
+    qemu = runner.qemu
+    if qemu is None:
+        raise ValueError("only emulated runs are recorded")
+    inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in inputs])
+    return digest([RECIPE, kind, content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
+                   str(runner.runtime.sysroot), content_sha(qemu.path), runner.target.emulator_cpu,
+                   content_sha(helper) if helper else "", inputs_key])
+
+
+class RecordedRuns:
+    """Plain, counted and elements runs of modules through one store (see the module docstring)."""
+
+    def __init__(self, store: Store, timeout_s: float | None, fresh: bool = False) -> None:
+        self.store = store
+        self.timeout_s = timeout_s
+        self.fresh = fresh
+        self.emulated = 0  # runs this process really emulated (for the profile line and the tests)
+        self.looked_up = 0
+
+    def run(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], num_outputs: int,
+            helper: Path | None) -> RecordedRun:
+        """The ``kind`` run of ``artifact`` on ``inputs``; ``helper`` is the RSS launcher (plain) or the plugin."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown run kind {kind!r}")
+        if self.fresh:
+            with tempfile.TemporaryDirectory(prefix="pytest-rvv-run-") as tmp:
+                meta = self._emulate(kind, artifact, runner, inputs, num_outputs, helper, Path(tmp))
+                return self._load(kind, Path(tmp), meta, cached=False, keep=True)
+        key = run_key(kind, artifact, runner, inputs, helper)
+        entry = self.store.get_or_build(
+            NAMESPACE, key, lambda tmp: self._emulate(kind, artifact, runner, inputs, num_outputs, helper, tmp))
+        return self._load(kind, entry.path, entry.meta, cached=not entry.created)
+
+    def _emulate(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], num_outputs: int,
+                 helper: Path | None, into: Path) -> dict[str, Any]:
+        from pytest_rvv.profile.plugin import plugin_option
+
+        with tempfile.TemporaryDirectory(prefix="pytest-rvv-run-") as scratch:
+            work = Path(scratch)
+            counts = work / "counts.txt"
+            rss = work / "rss.txt"
+            launcher: tuple[str, ...] = ()
+            qemu_args: tuple[str, ...] = ()
+            if kind == PLAIN and helper is not None:
+                launcher = (str(helper), str(rss))
+            elif kind in (COUNTED, ELEMENTS):
+                if helper is None:
+                    raise ValueError(f"a {kind} run needs the counting plugin")
+                qemu_args = plugin_option(helper, counts, kind == ELEMENTS)
+            # counted runs exactly as the executed snapshots were recorded (no statistics: they allocate)
+            outcome = runner.run(artifact, inputs, work / "run", num_outputs, self.timeout_s, qemu_args=qemu_args,
+                                 launcher=launcher, runtime_args=STATISTICS_ARGS if kind == PLAIN else ())
+            self.emulated += 1
+            for i, array in enumerate(outcome.outputs):
+                np.save(into / f"output_{i}.npy", array, allow_pickle=False)
+            if counts.is_file():
+                shutil.copyfile(counts, into / "counts.txt")
+            return {"kind": kind, "outputs": len(outcome.outputs), "stdout": outcome.process.stdout[-20000:],
+                    "rss_kb": int(rss.read_text()) if rss.is_file() else None,
+                    "wall_s": round(outcome.process.wall_s, 4), "cpu_s": round(outcome.process.cpu_s, 4),
+                    "repro": outcome.repro, "model": artifact.model, "target": runner.target.name}
+
+    def _load(self, kind: str, path: Path, meta: dict[str, Any], cached: bool, keep: bool = False) -> RecordedRun:
+        if cached:
+            self.looked_up += 1
+        outputs = [np.load(path / f"output_{i}.npy", allow_pickle=False) for i in range(int(meta["outputs"]))]
+        counts = path / "counts.txt" if (path / "counts.txt").is_file() else None
+        if keep and counts is not None:  # a fresh run's folder goes away: keep its counts beside the process
+            kept = Path(tempfile.mkdtemp(prefix="pytest-rvv-counts-")) / "counts.txt"
+            shutil.copyfile(counts, kept)
+            counts = kept
+        return RecordedRun(kind, outputs, str(meta["stdout"]), counts, meta.get("rss_kb"), float(meta["wall_s"]),
+                           float(meta["cpu_s"]), str(meta["repro"]), cached)
