@@ -1,0 +1,119 @@
+"""Emulated runs recorded by content: a rerun with nothing changed emulates nothing and judges the same; any
+change to what decides a run (module, runtime, QEMU CPU flags, plugin, inputs) runs it again; a damaged record
+is run again, never trusted. Through the real iree-compile, QEMU and the riscv64 runtime."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+
+from pytest_rvv.errors import RuntimeNotProvided
+from pytest_rvv.model.model import Model
+from pytest_rvv.profile.counts import attribute, parse
+from pytest_rvv.profile.plugin import build_plugin
+from pytest_rvv.run.recorded import COUNTED, NAMESPACE, PLAIN, RecordedRuns, run_key
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.session import RvvSession
+from pytest_rvv.settings import Settings
+from pytest_rvv.targets import BUILTIN_TARGETS
+
+from .conftest import SUITES, mlp_model
+
+TARGET = BUILTIN_TARGETS["rv64gcv-zvl256b"]
+
+
+def dispatches(session: RvvSession, model: Model, run) -> dict:
+    """Executed counts per dispatch of a counted run (the runtime's own code varies a little between runs)."""
+    counts = parse(run.counts.read_text(), run.counts)
+    return attribute(counts, session.artifact(model, TARGET).executables, "riscv64")["dispatches"]
+
+
+@pytest.fixture
+def rvv(tmp_path) -> tuple[RvvSession, Model]:
+    """A session on a cold cache of its own, and the mlp model."""
+    mlp_model(tmp_path / "mlp.onnx")
+    table = {"models": {"mlp": {"path": "mlp.onnx", "inputs": [{"name": "x", "shape": [4, 64]}]}}}
+    settings = Settings.resolve(lambda option: None, table, tmp_path)
+    settings = dataclasses.replace(settings, cache_dir=tmp_path / "cache")
+    session = RvvSession(settings)
+    try:
+        session.runner(TARGET)
+    except RuntimeNotProvided as exc:
+        pytest.skip(str(exc))
+    return session, settings.known_models["mlp"]
+
+
+def test_a_second_run_is_looked_up_and_equals_a_fresh_one(rvv):
+    session, model = rvv
+    runner = session.runner(TARGET)
+    first = session.recorded(COUNTED, model, runner)
+    again = session.recorded(COUNTED, model, runner)
+    assert (first.cached, again.cached) == (False, True)
+    assert (session.runs.emulated, session.runs.looked_up) == (1, 1)
+    fresh = RecordedRuns(session.store, session.settings.timeout_s, fresh=True)
+    rerun = fresh.run(COUNTED, session.artifact(model, TARGET), runner, session.reference(model).inputs,
+                      len(session.reference(model).outputs), build_plugin(session.store))
+    assert fresh.emulated == 1 and not rerun.cached
+    assert all(np.array_equal(a, b) for a, b in zip(again.outputs, rerun.outputs, strict=True))
+    assert dispatches(session, model, again) == dispatches(session, model, rerun)  # the same work in every dispatch
+
+
+def test_each_part_of_the_key_runs_it_again(rvv, tmp_path):
+    session, model = rvv
+    runner = session.runner(TARGET)
+    artifact = session.artifact(model, TARGET)
+    inputs = session.reference(model).inputs
+    plugin = build_plugin(session.store)
+    key = run_key(COUNTED, artifact, runner, inputs, plugin)
+    other_runtime = tmp_path / "iree-run-module"
+    shutil.copyfile(runner.runtime.executable, other_runtime)
+    with other_runtime.open("ab") as f:
+        f.write(b"\0")  # another binary
+    wider = dataclasses.replace(TARGET, emulator_cpu=TARGET.emulator_cpu.replace("vlen=256", "vlen=512"), silicon=())
+    other_plugin = tmp_path / "rvv_counter.so"
+    other_plugin.write_bytes(plugin.read_bytes() + b"\0")
+    changed = {
+        "kind": run_key(PLAIN, artifact, runner, inputs, plugin),
+        "runtime": run_key(COUNTED, artifact, Runner(TARGET, dataclasses.replace(runner.runtime,
+                                                                                  executable=other_runtime),
+                                                     runner.qemu), inputs, plugin),
+        "QEMU CPU flags": run_key(COUNTED, artifact, Runner(wider, runner.runtime, runner.qemu), inputs, plugin),
+        "plugin": run_key(COUNTED, artifact, runner, inputs, other_plugin),
+        "inputs": run_key(COUNTED, artifact, runner, [inputs[0] + 1], plugin),
+        "module": run_key(COUNTED, session.artifact(model, BUILTIN_TARGETS["rv64gcv-zvl512b"]), runner, inputs,
+                          plugin),
+    }
+    assert key == run_key(COUNTED, artifact, runner, inputs, plugin)
+    assert [part for part, other in changed.items() if other == key] == []
+
+
+def test_a_damaged_record_is_run_again_not_trusted(rvv):
+    session, model = rvv
+    runner = session.runner(TARGET)
+    first = session.recorded(COUNTED, model, runner)
+    recorded = dispatches(session, model, first)
+    assert first.counts.is_relative_to(session.store.root / NAMESPACE)
+    first.counts.write_text(first.counts.read_text().replace(" 1 ", " 2 "))  # the manifest's hash no longer matches
+    again = session.recorded(COUNTED, model, runner)
+    assert not again.cached and session.runs.emulated == 2
+    assert dispatches(session, model, again) == recorded
+
+
+def test_a_rerun_of_the_suites_emulates_nothing_and_judges_the_same(project, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_RVV_CACHE_DIR", str(tmp_path / "cache"))
+    project.write()
+    shutil.copytree(SUITES / "vectorization", project.path / "vectorization",
+                    ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
+    args = ("correctness", "vectorization", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b")
+    cold = project.run(*args, "--snapshot-update")
+    cold.assert_outcomes(passed=8)
+    cold.stdout.fnmatch_lines(["rvv: emulated runs: 4 emulated, * looked up by content*"])
+    warm = project.run(*args)
+    warm.assert_outcomes(passed=8)
+    warm.stdout.fnmatch_lines(["rvv: emulated runs: 0 emulated, 4 looked up by content*"])
+    fresh = project.run(*args, "--rvv-no-cache")
+    fresh.assert_outcomes(passed=8)
+    fresh.stdout.fnmatch_lines(["rvv: emulated runs: 4 emulated, 0 looked up by content*"])
