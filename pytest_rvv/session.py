@@ -27,8 +27,8 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.run.board import BoardFacts, BoardLink, BoardRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
-from pytest_rvv.run.recorded import PLAIN, RecordedRun, RecordedRuns
-from pytest_rvv.run.runner import Runner
+from pytest_rvv.run.recorded import OUTPUTS, PLAIN, RecordedRun, RecordedRuns
+from pytest_rvv.run.runner import Runner, RunOutcome
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store, digest, file_sha256
 from pytest_rvv.targets import BUILTIN_TARGETS, HOST, RISCV64, Target
@@ -277,7 +277,11 @@ class RvvSession:
         b = np.full(4, 0.5, dtype=np.float32)
         with tempfile.TemporaryDirectory(prefix="pytest-rvv-probe-") as tmp:
             try:
-                outcome = runner.run(artifact, [a, b], Path(tmp), 1, max(self.settings.timeout_s, PROBE_TIMEOUT_S))
+                if runner.qemu is not None and not isinstance(runner, BoardRunner):  # once per content
+                    outcome: RunOutcome | RecordedRun = self.runs.run(OUTPUTS, artifact, runner, [a, b], 1, None)
+                else:
+                    outcome = runner.run(artifact, [a, b], Path(tmp), 1, max(self.settings.timeout_s,
+                                                                              PROBE_TIMEOUT_S))
             except RunFailed as exc:
                 mismatch = _MISMATCH.search(exc.details)
                 if mismatch:

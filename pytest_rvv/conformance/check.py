@@ -23,6 +23,7 @@ from pytest_rvv.compare.agreement import compare
 from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.errors import CompileFailed, ConfigError, ImportFailed, RunFailed
 from pytest_rvv.model.model import Tolerance
+from pytest_rvv.run.recorded import OUTPUTS
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.store import atomic_write_bytes
@@ -67,10 +68,13 @@ def run_node_test(session: RvvSession, test: NodeTest, target: Target, runner: R
     if runner is None:
         return False
     try:
-        outcome = runner.run(artifact, inputs, workdir, len(expected), session.settings.timeout_s)
+        if runner.qemu is not None:  # emulated: once per content (run/recorded.py)
+            outputs = session.runs.run(OUTPUTS, artifact, runner, inputs, len(expected), None).outputs
+        else:
+            outputs = runner.run(artifact, inputs, workdir, len(expected), session.settings.timeout_s).outputs
     except RunFailed as exc:
         raise NodeTestFailure("run", str(exc)) from exc
-    agreement = compare(outcome.outputs, expected, tolerance)
+    agreement = compare(outputs, expected, tolerance)
     if not agreement.ok:
         raise NodeTestFailure("mismatch", agreement.report().replace("\n", "; "))
     return True

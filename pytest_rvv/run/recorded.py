@@ -9,7 +9,8 @@ kind of run is done once per content and kept in the store under everything that
   the emulator, ``--print_statistics``): outputs, IREE's peak allocation, the emulator's peak RSS,
   and the run's own wall and CPU time (a machine-bound figure: shown, never gated from the store);
 - ``counted``: the same run with the ``rvv_counter`` plugin: executed instructions per block;
-- ``elements``: the plugin with lane occupancy (``elements=on``), for report runs.
+- ``elements``: the plugin with lane occupancy (``elements=on``), for report runs;
+- ``outputs``: the run alone (the ONNX node tests: only their outputs count).
 
 A failed run is not kept (it raises). A damaged entry fails its manifest's hashes and is run again.
 ``--rvv-no-cache`` (``RecordedRuns(fresh=True)``) runs everything again and keeps nothing new.
@@ -31,8 +32,8 @@ from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.store import Store, digest, file_sha256
 
-PLAIN, COUNTED, ELEMENTS = "plain", "counted", "elements"
-KINDS = (PLAIN, COUNTED, ELEMENTS)
+PLAIN, COUNTED, ELEMENTS, OUTPUTS = "plain", "counted", "elements", "outputs"
+KINDS = (PLAIN, COUNTED, ELEMENTS, OUTPUTS)
 NAMESPACE = "runs"
 RECIPE = "recorded-run-v1"
 STATISTICS_ARGS = ("--print_statistics",)
