@@ -111,9 +111,12 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RvvPr
 
 @pytest.fixture
 def without_riscv64_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A tools folder with the setup's QEMU but no riscv64 runtime (a machine where setup built none)."""
+    """A tools folder with the setup's QEMU but no riscv64 runtime, no IREE source and no git host (a machine
+    where setup built none)."""
     tools = tmp_path / "tools-without-runtime"
     tools.mkdir()
+    monkeypatch.delenv("PYTEST_RVV_IREE_SRC", raising=False)  # and no source to build one from
+    monkeypatch.setenv("PYTEST_RVV_IREE_GIT", str(tmp_path / "no-git-host"))
     for qemu in USER_TOOLS.glob("qemu-*"):
         (tools / qemu.name).symlink_to(qemu)
     monkeypatch.setenv("PYTEST_RVV_TOOLS_DIR", str(tools))

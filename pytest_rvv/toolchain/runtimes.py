@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store, file_sha256
 from pytest_rvv.targets import AARCH64, HOST, RISCV64
 from pytest_rvv.toolchain.choice import YOURS, Probe, RuntimeChoice, choose_riscv64
+from pytest_rvv.toolchain.sources import SOURCE_ENV
 from pytest_rvv.toolchain.toolchain import Toolchain
 from pytest_rvv.wheels import fetch_from_wheel
 
@@ -98,8 +100,9 @@ def riscv64_runtime(toolchain: Toolchain, probe: Probe, executable: Path | None 
                           "riscv64-linux-gnu")
     if sysroot is not None and not sysroot.is_dir():
         raise ConfigError(f"--rvv-sysroot-riscv64 {sysroot}: no such directory")
+    # no source named: a partial clone of IREE in the tools cache, when the git host can be reached
     choice = choose_riscv64(toolchain, tools_dir or default_tools_dir(), probe, executable,
-                            f"user-supplied ({option})", log=log)
+                            f"user-supplied ({option})", log=log, network=not os.environ.get(SOURCE_ENV))
     if choice.how == YOURS:
         return Runtime(RISCV64, choice.executable, sysroot, f"user-supplied {choice.executable}", choice=choice)
     commit = choice.commit[:12] if choice.commit else "unknown commit"

@@ -35,6 +35,7 @@ SOURCE_ENV = "PYTEST_RVV_IREE_SRC"
 GIT_URL_ENV = "PYTEST_RVV_IREE_GIT"
 IREE_GIT_URL = "https://github.com/iree-org/iree.git"
 GIT_TIMEOUT_S = 900.0
+RETRY_CLONE_S = 3600.0
 WHERE_TO_GET_IT = (
     f"set {SOURCE_ENV} to an IREE git clone, a directory of IREE source trees or iree-runtime-src-<commit>.tar.xz "
     "files, or one tree or .tar.xz (e.g. a git clone of IREE at the commit `iree-compile --version` names)"
@@ -304,14 +305,19 @@ def partial_clone(into: Path) -> Path:
     if is_git_clone(into):
         return into
     url = os.environ.get(GIT_URL_ENV, IREE_GIT_URL)
+    unreachable = into.parent / f"{into.name}.unreachable"  # a failed clone is not retried for an hour
+    if unreachable.is_file() and time.time() - unreachable.stat().st_mtime < RETRY_CLONE_S:
+        raise SourceNotFound(f"no IREE source: {unreachable.read_text().strip()} (not retried before an hour has "
+                             f"passed; delete {unreachable} to retry now); {WHERE_TO_GET_IT}")
     tmp = into.parent / f".{into.name}.tmp-{os.getpid()}-{int(time.time())}"
     into.parent.mkdir(parents=True, exist_ok=True)
     result = _git("clone", "--filter=blob:none", "--no-checkout", url, str(tmp))
     if not result.ok:
         shutil.rmtree(tmp, ignore_errors=True)
         reason = next((ln for ln in reversed(result.stderr.splitlines()) if ln.strip()), result.status())
-        raise SourceNotFound(f"no IREE source: `clone --filter=blob:none` of {url} failed ({reason.strip()}); "
-                             f"{WHERE_TO_GET_IT}")
+        said = f"`clone --filter=blob:none` of {url} failed ({reason.strip()})"
+        unreachable.write_text(said + "\n")
+        raise SourceNotFound(f"no IREE source: {said}; {WHERE_TO_GET_IT}")
     try:
         os.rename(tmp, into)
     except OSError:  # another process made it first
