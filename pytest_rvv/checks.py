@@ -25,7 +25,7 @@ def check_agreement(session: RvvSession, model: Model, runner: Runner, workdir: 
     target = runner.target
     artifact = session.artifact(model, target)
     reference = session.reference(model)
-    recorded = session.recorded(PLAIN, model, runner)  # emulated: once per content, shared with performance
+    recorded = session.recorded(PLAIN, model, runner, workdir)  # emulated: once per content, shared with perf
     if recorded is not None:
         outputs, repro = recorded.outputs, recorded.repro
     else:

@@ -1,4 +1,5 @@
-"""The ``pytest-rvv`` command: ``doctor``, ``models``, ``build-runtime``, ``bisect`` and ``bisect-run``."""
+"""The ``pytest-rvv`` command: ``doctor``, ``models``, ``build-runtime``, ``bisect``, ``bisect-run``, ``sweep``
+and ``merge``."""
 
 from __future__ import annotations
 
@@ -56,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     bisect_run.add_argument("--build-cmd", metavar="CMD", help="build this commit first (e.g. 'cmake --build build "
                             "--target iree-compile'); its failure is exit 125")
     bisect_run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the pytest arguments")
+    merge = commands.add_parser(
+        "merge", help="join the results.json of CI shards (pytest --splits N --group K --rvv-report=DIR) into one: "
+                      "pytest-rvv merge shard-1 shard-2 --out merged")
+    merge.add_argument("shards", nargs="+", type=Path, metavar="DIR|FILE", help="each shard's --rvv-report folder")
+    merge.add_argument("--out", type=Path, default=Path("rvv-merged"), metavar="DIR",
+                       help="where the joined results.json and summary.md go (default: rvv-merged)")
     for sub in (doctor, models, build):
         for option in OPTIONS:
             sub.add_argument(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
@@ -136,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_doctor(settings)
         if args.command == "build-runtime":
             return build_runtime_command(args, settings)
+        if args.command == "merge":
+            from pytest_rvv.report.merge import merge_command
+
+            return merge_command(args.shards, args.out)
         if args.command in ("bisect", "bisect-run", "sweep"):
             return bisect_command(args)
         if args.command == "models":

@@ -93,7 +93,7 @@ class RvvSession:
         """Emulated runs kept by content (run/recorded.py); --rvv-no-cache runs them all again."""
         return RecordedRuns(self.store, self.settings.timeout_s, fresh=self.settings.fresh_runs)
 
-    def recorded(self, kind: str, model: Model, runner: Runner) -> RecordedRun | None:
+    def recorded(self, kind: str, model: Model, runner: Runner, workdir: Path | None = None) -> RecordedRun | None:
         """The ``kind`` run (plain, counted, elements) of ``model`` on ``runner``, emulated once per content.
 
         None for a runner whose runs are not recorded (the host, a board): run those directly. A counted
@@ -112,7 +112,7 @@ class RvvSession:
             helper = build_plugin(self.store)
         reference = self.reference(model)
         return self.runs.run(kind, self.artifact(model, runner.target), runner, reference.inputs,
-                             len(reference.outputs), helper)
+                             len(reference.outputs), helper, workdir)
 
     @functools.cached_property
     def compiler(self) -> Compiler:

@@ -39,7 +39,8 @@ def test_runs_and_agrees_with_onnxruntime(session_and_model, target, tmp_path):
     agreement = check_agreement(session, model, runner, tmp_path)
     assert agreement.ok
     assert 0 < agreement.max_abs < 1e-5, "softmax outputs must agree closely, and not trivially"
-    assert (tmp_path / "output_0.npy").is_file()
+    if target == "host":  # run here; an emulated run is recorded by content (tests/test_recorded_runs.py)
+        assert (tmp_path / "output_0.npy").is_file()
 
 
 def test_a_different_module_would_be_caught(session_and_model, tmp_path):

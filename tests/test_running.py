@@ -31,7 +31,7 @@ def test_emulated_run_past_the_timeout_is_killed_with_a_repro_line(project):
         " -cpu max (raise --rvv-timeout if the model is just slow)",
         "repro: cd * && env -i */qemu-aarch64 -cpu max -R 0x200000000 -L /usr/aarch64-linux-gnu -0 iree-run-module "
         "iree-run-module --device=local-sync --module=module.vmfb --function=slow --input=@input_0.npy "
-        "--output=@output_0.npy",
+        "--output=@output_0.npy --print_statistics",
     ])
     assert _processes_mentioning(str(project.path)) == [], "the emulator outlived its timeout"
 

@@ -88,21 +88,27 @@ class RecordedRuns:
         self.looked_up = 0
 
     def run(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], num_outputs: int,
-            helper: Path | None) -> RecordedRun:
-        """The ``kind`` run of ``artifact`` on ``inputs``; ``helper`` is the RSS launcher (plain) or the plugin."""
+            helper: Path | None, workdir: Path | None = None) -> RecordedRun:
+        """The ``kind`` run of ``artifact`` on ``inputs``; ``helper`` is the RSS launcher (plain) or the plugin.
+
+        ``workdir``: where an emulated run happens (its repro line names it; default a temporary folder).
+        """
         if kind not in KINDS:
             raise ValueError(f"unknown run kind {kind!r}")
         if self.fresh:
             with tempfile.TemporaryDirectory(prefix="pytest-rvv-run-") as tmp:
-                meta = self._emulate(kind, artifact, runner, inputs, num_outputs, helper, Path(tmp))
+                meta = self._emulate(kind, artifact, runner, inputs, num_outputs, helper, Path(tmp), workdir)
                 return self._load(kind, Path(tmp), meta, cached=False, keep=True)
         key = run_key(kind, artifact, runner, inputs, helper)
-        entry = self.store.get_or_build(
-            NAMESPACE, key, lambda tmp: self._emulate(kind, artifact, runner, inputs, num_outputs, helper, tmp))
+
+        def emulate(tmp: Path) -> dict[str, Any]:
+            return self._emulate(kind, artifact, runner, inputs, num_outputs, helper, tmp, workdir)
+
+        entry = self.store.get_or_build(NAMESPACE, key, emulate)
         return self._load(kind, entry.path, entry.meta, cached=not entry.created)
 
     def _emulate(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], num_outputs: int,
-                 helper: Path | None, into: Path) -> dict[str, Any]:
+                 helper: Path | None, into: Path, workdir: Path | None) -> dict[str, Any]:
         from pytest_rvv.profile.plugin import plugin_option
 
         with tempfile.TemporaryDirectory(prefix="pytest-rvv-run-") as scratch:
@@ -118,7 +124,8 @@ class RecordedRuns:
                     raise ValueError(f"a {kind} run needs the counting plugin")
                 qemu_args = plugin_option(helper, counts, kind == ELEMENTS)
             # counted runs exactly as the executed snapshots were recorded (no statistics: they allocate)
-            outcome = runner.run(artifact, inputs, work / "run", num_outputs, self.timeout_s, qemu_args=qemu_args,
+            outcome = runner.run(artifact, inputs, workdir or work / "run", num_outputs, self.timeout_s,
+                                 qemu_args=qemu_args,
                                  launcher=launcher, runtime_args=STATISTICS_ARGS if kind == PLAIN else ())
             self.emulated += 1
             for i, array in enumerate(outcome.outputs):

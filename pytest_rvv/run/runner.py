@@ -119,7 +119,7 @@ class Runner:
             argv = self.command(artifact.path, artifact.function, in_paths, out_paths, extra=runtime_args,
                                 launcher=launcher)
             result = run_process(argv, timeout_s=timeout_s)
-            repro = shlex.join(argv)
+            repro = shlex.join(argv[len(launcher):])
         else:
             _link(workdir / GUEST_MODULE, artifact.path)
             _link(workdir / GUEST_PROGRAM, self.runtime.executable)
@@ -127,7 +127,8 @@ class Runner:
                                 [Path(p.name) for p in out_paths], extra=runtime_args, qemu_args=qemu_args,
                                 launcher=launcher)
             result = run_process(argv, timeout_s=timeout_s, env={}, cwd=workdir)
-            repro = f"cd {shlex.quote(str(workdir))} && env -i {shlex.join(argv)}"
+            # the repro reruns the module; a launcher (the RSS probe) only measures, and is left out
+            repro = f"cd {shlex.quote(str(workdir))} && env -i {shlex.join(argv[len(launcher):])}"
         what = f"{artifact.model} for {self.target.name} {self.where}"
         if not result.ok:
             raise RunFailed(
