@@ -27,9 +27,9 @@ from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
 from pytest_rvv.perf.report import PerformanceCollector
 from pytest_rvv.report.html import CELL_PROPERTY, CHECKS, COULD_NOT_RUN_PROPERTY, RunReport
 from pytest_rvv.run.qemu import default_tools_dir
-from pytest_rvv.run.tally import RUNS_PROPERTY, RunCounter, RunTally
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
+from pytest_rvv.stages import STAGES_PROPERTY, StageProfile
 from pytest_rvv.summary import VectorizationSummary
 from pytest_rvv.targets import Target
 from pytest_rvv.toolchain.choice import NoRuntimeLoads
@@ -38,7 +38,6 @@ from pytest_rvv.toolchain.runtime_build import commit_mismatch
 from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 
 CHECK_PROPERTY = "rvv_check_outcome"
-_RUN_COUNTER = RunCounter()  # this process's recorded-run counts already reported
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
 
 
@@ -63,6 +62,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rvv-repro", default=None, metavar="DIR",
                     help="with --rvv-compare: write a reproducer folder per regressed model x target into DIR "
                          "(default: <cache>/repro)")
+    group.addoption("--rvv-profile", action="store_true", default=False,
+                    help="print wall and CPU time per stage (prepare, onnxruntime, import, compile, emulate, count, "
+                         "estimate) and cache hits, summed over xdist workers (also with -v)")
     group.addoption("--rvv-no-cache", action="store_true", default=False,
                     help="emulate every run again instead of looking up recorded runs (outputs, executed counts, "
                          "IREE statistics) in the cache; nothing new is recorded")
@@ -122,7 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                   "rvv-expected-failures")
     config.pluginmanager.register(ConformanceTracker(config, settings.root), "rvv-conformance")
     config.pluginmanager.register(AgreementSummary(), "rvv-agreement")
-    config.pluginmanager.register(RunTally(), "rvv-run-tally")
+    config.pluginmanager.register(StageProfile(bool(config.getoption("rvv_profile")) or config.option.verbose > 0),
+                                  "rvv-stage-profile")
     if report_dir := config.getoption("rvv_report"):
         config.pluginmanager.register(RunReport(config, session, Path(report_dir),
                                                 lambda: config.stash.get(REFERENCE_KEY, None)), "rvv-run-report")
@@ -267,10 +270,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     excinfo = call.excinfo
     _record_check_outcome(item, report, excinfo)
     _record_cell(item, report)
-    if SESSION_KEY in item.config.stash and "runs" in vars(item.config.stash[SESSION_KEY]):
-        runs = item.config.stash[SESSION_KEY].runs
-        if change := _RUN_COUNTER.delta(runs.emulated, runs.looked_up):
-            report.user_properties.append((RUNS_PROPERTY, change))
+    change = item.config.stash[SESSION_KEY].stages.delta() if report.when == "teardown" else None
+    if change:  # this process's time per stage since the previous test (summed on the controller)
+        report.user_properties.append((STAGES_PROPERTY, change))
     if report.failed and excinfo is not None and isinstance(excinfo.value, NoRuntimeLoads):
         report.user_properties.append((COULD_NOT_RUN_PROPERTY, str(excinfo.value)))
     if report.failed and excinfo is not None and isinstance(excinfo.value, RvvError):

@@ -30,6 +30,7 @@ from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.recorded import OUTPUTS, PLAIN, RecordedRun, RecordedRuns
 from pytest_rvv.run.runner import Runner, RunOutcome
 from pytest_rvv.settings import Settings
+from pytest_rvv.stages import Stages
 from pytest_rvv.store import Store, digest, file_sha256
 from pytest_rvv.targets import BUILTIN_TARGETS, HOST, RISCV64, Target
 from pytest_rvv.toolchain.runtimes import Runtime, runtime_for
@@ -72,6 +73,7 @@ class RvvSession:
         self._toolchain = toolchain
         self._links: dict[Board, BoardLink] = {}  # the boards' SSH connections this process opened
         self._runtimes: dict[str, Runtime | RvvError] = {}  # per arch; a failure is remembered, said once
+        self.stages = Stages()  # where this process's time goes (--rvv-profile)
 
     @functools.cached_property
     def toolchain(self) -> Toolchain:
@@ -91,7 +93,7 @@ class RvvSession:
     @functools.cached_property
     def runs(self) -> RecordedRuns:
         """Emulated runs kept by content (run/recorded.py); --rvv-no-cache runs them all again."""
-        return RecordedRuns(self.store, self.settings.timeout_s, fresh=self.settings.fresh_runs)
+        return RecordedRuns(self.store, self.settings.timeout_s, fresh=self.settings.fresh_runs, stages=self.stages)
 
     def recorded(self, kind: str, model: Model, runner: Runner, workdir: Path | None = None) -> RecordedRun | None:
         """The ``kind`` run (plain, counted, elements) of ``model`` on ``runner``, emulated once per content.
@@ -116,12 +118,13 @@ class RvvSession:
 
     @functools.cached_property
     def compiler(self) -> Compiler:
-        return Compiler(self.toolchain, self.store)
+        return Compiler(self.toolchain, self.store, self.stages)
 
     # model -> prepared -> imported -> artifact
     @functools.cache  # noqa: B019 - the session lives as long as the pytest session
     def prepared(self, model: Model) -> Path:
-        return prepare(model, self.settings.cache_dir)
+        with self.stages.time("prepare"):
+            return prepare(model, self.settings.cache_dir)
 
     @functools.cache  # noqa: B019
     def imported(self, model: Model) -> ImportedModel:
@@ -140,6 +143,10 @@ class RvvSession:
         key = digest(["reference-v1", file_sha256(path), repr(model.inputs), str(model.seed), onnxruntime.__version__])
 
         def build(tmp: Path) -> dict[str, object]:
+            with self.stages.time("onnxruntime"):
+                return run_reference(tmp)
+
+        def run_reference(tmp: Path) -> dict[str, object]:
             names = [i.name for i in graph_inputs(load_onnx(path))]
             by_name = dict(zip([s.name for s in model.inputs], model.generate_inputs(), strict=True))
             inputs = [by_name[n] for n in names]

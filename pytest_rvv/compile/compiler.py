@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pytest_rvv.errors import CompileFailed, ImportFailed, ToolMissing, first_lines, tail
 from pytest_rvv.process import run_process
+from pytest_rvv.stages import Stages
 from pytest_rvv.store import Store, digest, file_sha256
 from pytest_rvv.targets import HOST, Target
 from pytest_rvv.toolchain.toolchain import Toolchain
@@ -53,9 +54,10 @@ class ImportedModel:
 class Compiler:
     """Turns prepared .onnx files into Artifacts, caching every stage in ``store``."""
 
-    def __init__(self, toolchain: Toolchain, store: Store) -> None:
+    def __init__(self, toolchain: Toolchain, store: Store, stages: Stages | None = None) -> None:
         self.toolchain = toolchain
         self.store = store
+        self.stages = stages or Stages()
 
     def import_onnx(self, model_name: str, prepared: Path, opset: int | None) -> ImportedModel:
         """Import with ``--opset-version opset`` (None: the model's own opset)."""
@@ -64,6 +66,10 @@ class Compiler:
                       str(self.toolchain.iree_import_onnx.resolve())])
 
         def build(tmp: Path) -> dict[str, object]:
+            with self.stages.time("import"):
+                return do_import(tmp)
+
+        def do_import(tmp: Path) -> dict[str, object]:
             out = tmp / "model.mlir"
             upgrade = ["--opset-version", str(opset)] if opset is not None else []
             argv = [self.toolchain.iree_import_onnx, prepared, *upgrade, "-o", out]
@@ -84,6 +90,8 @@ class Compiler:
             return {"model": model_name, "status": "failed", "error": message, "log": log}
 
         entry = self.store.get_or_build("imports", key, build)
+        if not entry.created:
+            self.stages.hit("import")
         if entry.meta.get("status") == "failed":
             raise ImportFailed(str(entry.meta["error"]), log=str(entry.meta["log"]))
         return ImportedModel(entry.file("model.mlir"), str(entry.meta["function"]), key)
@@ -97,6 +105,10 @@ class Compiler:
         key = digest(["compile-v4", imported.sha256, self.toolchain.compiler_version, *flags, *machine])
 
         def build(tmp: Path) -> dict[str, object]:
+            with self.stages.time("compile"):
+                return do_compile(tmp)
+
+        def do_compile(tmp: Path) -> dict[str, object]:
             out = tmp / "module.vmfb"
             dump = f"--iree-hal-dump-executable-binaries-to={tmp / EXECUTABLES}"
             # iree-compile writes the input's path, as given, into the module and into each dispatch
@@ -126,6 +138,8 @@ class Compiler:
             return meta | {"status": "failed", "error": first_lines(result.stderr, 3)}
 
         entry = self.store.get_or_build("compile", key, build)
+        if not entry.created:
+            self.stages.hit("compile")
         meta = entry.meta
         if meta["status"] != "ok":
             log = entry.file("compile.log").read_text()

@@ -93,9 +93,10 @@ class TimedRuns:
     def once(self) -> None:
         reference = self.session.reference(self.model)
         rss_file = self.work / f"rss_{len(self.walls)}.txt"
-        outcome = self.runner.run(self.artifact, reference.inputs, self.work / "run", len(reference.outputs),
-                                  self.session.settings.timeout_s, launcher=(str(self.probe), str(rss_file)),
-                                  runtime_args=("--print_statistics",))
+        with self.session.stages.time("emulate (timed)"):
+            outcome = self.runner.run(self.artifact, reference.inputs, self.work / "run", len(reference.outputs),
+                                      self.session.settings.timeout_s, launcher=(str(self.probe), str(rss_file)),
+                                      runtime_args=("--print_statistics",))
         agreement = compare(outcome.outputs, reference.outputs, self.model.tolerance)
         assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
             f"{self.model.name} on {self.runner.target.name} disagrees with onnxruntime "
@@ -146,8 +147,9 @@ def _estimate(session: RvvSession, artifact: Artifact, target: Target, executed:
     if not target.cores():
         return
     try:
-        estimates = estimate(executed.counts, artifact.executables, target.arch, target.cores(),
-                             session.store)
+        with session.stages.time("estimate"):
+            estimates = estimate(executed.counts, artifact.executables, target.arch, target.cores(),
+                                 session.store)
     except ToolMissing as exc:
         result.notes.append(f"no silicon estimates: {exc}")
         return

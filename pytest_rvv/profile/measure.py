@@ -46,5 +46,7 @@ def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir:
     assert agreement.ok, (  # counts of a wrong result are not recorded
         f"{model.name} on {runner.target.name} disagrees with onnxruntime in the counted run\n{agreement.report()}"
     )
-    counts = parse(recorded.counts.read_text(), recorded.counts)
-    return ExecutedMeasurement(counts, attribute(counts, artifact.executables, runner.target.arch), recorded)
+    with session.stages.time("count"):
+        counts = parse(recorded.counts.read_text(), recorded.counts)
+        attribution = attribute(counts, artifact.executables, runner.target.arch)
+    return ExecutedMeasurement(counts, attribution, recorded)

@@ -30,6 +30,7 @@ import numpy as np
 
 from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.run.runner import Runner
+from pytest_rvv.stages import Stages
 from pytest_rvv.store import Store, digest, file_sha256
 
 PLAIN, COUNTED, ELEMENTS, OUTPUTS = "plain", "counted", "elements", "outputs"
@@ -80,8 +81,10 @@ def run_key(kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarr
 class RecordedRuns:
     """Plain, counted and elements runs of modules through one store (see the module docstring)."""
 
-    def __init__(self, store: Store, timeout_s: float | None, fresh: bool = False) -> None:
+    def __init__(self, store: Store, timeout_s: float | None, fresh: bool = False,
+                 stages: Stages | None = None) -> None:
         self.store = store
+        self.stages = stages or Stages()
         self.timeout_s = timeout_s
         self.fresh = fresh
         self.emulated = 0  # runs this process really emulated (for the profile line and the tests)
@@ -105,6 +108,8 @@ class RecordedRuns:
             return self._emulate(kind, artifact, runner, inputs, num_outputs, helper, tmp, workdir)
 
         entry = self.store.get_or_build(NAMESPACE, key, emulate)
+        if not entry.created:
+            self.stages.hit("emulate")
         return self._load(kind, entry.path, entry.meta, cached=not entry.created)
 
     def _emulate(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], num_outputs: int,
@@ -124,9 +129,10 @@ class RecordedRuns:
                     raise ValueError(f"a {kind} run needs the counting plugin")
                 qemu_args = plugin_option(helper, counts, kind == ELEMENTS)
             # counted runs exactly as the executed snapshots were recorded (no statistics: they allocate)
-            outcome = runner.run(artifact, inputs, workdir or work / "run", num_outputs, self.timeout_s,
-                                 qemu_args=qemu_args,
-                                 launcher=launcher, runtime_args=STATISTICS_ARGS if kind == PLAIN else ())
+            with self.stages.time("emulate"):
+                outcome = runner.run(artifact, inputs, workdir or work / "run", num_outputs, self.timeout_s,
+                                     qemu_args=qemu_args, launcher=launcher,
+                                     runtime_args=STATISTICS_ARGS if kind == PLAIN else ())
             self.emulated += 1
             for i, array in enumerate(outcome.outputs):
                 np.save(into / f"output_{i}.npy", array, allow_pickle=False)

@@ -169,5 +169,11 @@ def _candidates(tools_dir: Path, index: SourceIndex | None,
     for source in index.others() if index is not None else []:
         if not any(same_commit(c.commit, source.commit) for c in chosen):
             chosen.append(source)
-    return sorted(chosen, key=lambda c: (distance(c.date, toolchain.date), -(c.built if isinstance(c, BuiltRuntime)
-                                                                             else 0)))
+    dated = {s.commit: s.date for s in (index.others() if index is not None else []) if s.commit and s.date}
+
+    def date(candidate: BuiltRuntime | RuntimeSource) -> float | None:
+        """A build's own date, else its source's (builds from before dates were recorded)."""
+        return candidate.date or next((d for c, d in dated.items() if same_commit(c, candidate.commit)), None)
+
+    return sorted(chosen, key=lambda c: (distance(date(c), toolchain.date),
+                                         -(c.built if isinstance(c, BuiltRuntime) else 0)))

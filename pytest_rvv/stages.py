@@ -1,0 +1,96 @@
+"""Where a session's time goes: wall and CPU time per pipeline stage, and what the cache saved.
+
+Each RvvSession keeps one Stages; the pipeline's steps time themselves (``with stages.time("compile")``)
+only when they really work, so a lookup costs nothing here and is counted as a hit. CPU time is this
+process's plus its waited-for children's (iree-compile, QEMU, llvm-mca run as children). Each test's
+report carries its process's change since the previous report, so the controller sums xdist workers.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+STAGES_PROPERTY = "rvv_stages"
+ORDER = ("prepare", "onnxruntime", "import", "compile", "emulate", "emulate (timed)", "count", "estimate")
+
+
+def _cpu_s() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class Stages:
+    """Per stage: [wall s, CPU s, times worked, cache hits] in this process."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, list[float]] = {}
+        self._reported: dict[str, list[float]] = {}
+
+    @contextmanager
+    def time(self, stage: str) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), _cpu_s()
+        try:
+            yield
+        finally:
+            row = self.totals.setdefault(stage, [0.0, 0.0, 0, 0])
+            row[0] += time.perf_counter() - wall
+            row[1] += _cpu_s() - cpu
+            row[2] += 1
+
+    def hit(self, stage: str) -> None:
+        self.totals.setdefault(stage, [0.0, 0.0, 0, 0])[3] += 1
+
+    def delta(self) -> dict[str, list[float]]:
+        """What changed since the last call (attached to a test's report)."""
+        change = {}
+        for stage, row in self.totals.items():
+            before = self._reported.get(stage, [0.0, 0.0, 0, 0])
+            diff = [a - b for a, b in zip(row, before, strict=True)]
+            if any(diff):
+                change[stage] = diff
+        self._reported = {stage: list(row) for stage, row in self.totals.items()}
+        return change
+
+
+class StageProfile:
+    """Sums every report's stage changes (workers' too); ``--rvv-profile`` (or ``-v``) prints the table."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.totals: dict[str, list[float]] = {}
+        self.emulated = 0
+        self.looked_up = 0
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == STAGES_PROPERTY:
+                for stage, diff in value.items():
+                    row = self.totals.setdefault(stage, [0.0, 0.0, 0, 0])
+                    for i, amount in enumerate(diff):
+                        row[i] += amount
+
+    def lines(self) -> list[str]:
+        stages = sorted(self.totals, key=lambda s: (ORDER.index(s) if s in ORDER else len(ORDER), s))
+        rows = [("stage", "wall s", "CPU s", "worked", "cache hits")]
+        rows += [(s, f"{r[0]:.1f}", f"{r[1]:.1f}", f"{int(r[2])}", f"{int(r[3])}") for s, r in
+                 ((s, self.totals[s]) for s in stages)]
+        widths = [max(len(row[i]) for row in rows) for i in range(5)]
+        return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths,
+                                                                                               strict=True)))
+                for row in rows]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        emulate = self.totals.get("emulate", [0.0, 0.0, 0, 0])
+        if emulate[2] or emulate[3]:
+            terminalreporter.write_line(f"rvv: emulated runs: {int(emulate[2])} emulated, {int(emulate[3])} looked "
+                                        "up by content (--rvv-no-cache emulates them all)")
+        if self.show and self.totals:
+            terminalreporter.section("rvv profile: where the time went (summed over workers)", sep="-")
+            for line in self.lines():
+                terminalreporter.write_line(line)
