@@ -19,7 +19,7 @@ from pytest_rvv.errors import ToolMissing
 from pytest_rvv.model.model import Model
 from pytest_rvv.perf.metrics import silicon_metric
 from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
-from pytest_rvv.profile.silicon import estimate
+from pytest_rvv.profile.silicon import estimate_once
 from pytest_rvv.run.recorded import PLAIN
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
@@ -147,9 +147,10 @@ def _estimate(session: RvvSession, artifact: Artifact, target: Target, executed:
     if not target.cores():
         return
     try:
+        assert executed.run.counts is not None
         with session.stages.time("estimate"):
-            estimates = estimate(executed.counts, artifact.executables, target.arch, target.cores(),
-                                 session.store)
+            estimates = estimate_once(executed.counts, executed.run.counts, artifact.executables, target.arch,
+                                      target.cores(), session.store)
     except ToolMissing as exc:
         result.notes.append(f"no silicon estimates: {exc}")
         return

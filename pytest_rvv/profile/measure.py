@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_rvv.compare.agreement import compare
 from pytest_rvv.model.model import Model
+from pytest_rvv.profile import counts as counts_module
 from pytest_rvv.profile.counts import ExecutedCounts, attribute, parse
-from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun
+from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun, content_sha
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
+from pytest_rvv.store import digest
+
+_COUNTS_SOURCE = digest([inspect.getsource(counts_module)])  # a change to the attribution re-runs it
 
 LANES_PROPERTY = "rvv_lanes"  # a test's lane occupancy per dispatch (elements=on runs), for the report
 
@@ -46,7 +52,25 @@ def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir:
     assert agreement.ok, (  # counts of a wrong result are not recorded
         f"{model.name} on {runner.target.name} disagrees with onnxruntime in the counted run\n{agreement.report()}"
     )
-    with session.stages.time("count"):
-        counts = parse(recorded.counts.read_text(), recorded.counts)
-        attribution = attribute(counts, artifact.executables, runner.target.arch)
-    return ExecutedMeasurement(counts, attribution, recorded)
+    counts = parse(recorded.counts.read_text(), recorded.counts)
+    return ExecutedMeasurement(counts, attributed(session, counts, recorded, artifact.executables,
+                                                  runner.target.arch), recorded)
+
+
+def attributed(session: RvvSession, counts: ExecutedCounts, recorded: RecordedRun, executables: tuple[Path, ...],
+               arch: str) -> dict[str, Any]:
+    """``attribute`` (disassembly and DWARF of every dispatch library, a walk over every executed block), done
+    once per counts file and libraries and kept in the store: a rerun with nothing changed reads it back."""
+    assert recorded.counts is not None
+    key = digest(["attribution-v1", content_sha(recorded.counts), *(content_sha(e) for e in executables), arch,
+                  _COUNTS_SOURCE])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        with session.stages.time("count"):
+            (tmp / "attribution.json").write_text(json.dumps(attribute(counts, executables, arch), sort_keys=True))
+        return {"arch": arch}
+
+    entry = session.store.get_or_build("attributions", key, build)
+    if not entry.created:
+        session.stages.hit("count")
+    return json.loads(entry.file("attribution.json").read_text())

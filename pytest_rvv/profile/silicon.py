@@ -20,6 +20,7 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pytest_rvv.analyze.disassembly import OUTSIDE, Instruction
 from pytest_rvv.analyze.static import dispatch_key
@@ -199,3 +200,31 @@ def estimate(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, c
         result.dispatches = {k: round(v) for k, v in per_dispatch.items()}
         results[core.name] = result
     return results
+
+
+def estimate_once(counts: ExecutedCounts, counts_file: Path, executables: tuple[Path, ...], arch: str,
+                  cores: Iterable[Core], store: Store) -> dict[str, SiliconEstimate]:
+    """``estimate``, kept in the store under the counts file, the libraries, the cores, llvm-mca's version and this
+    module's source: a rerun with nothing changed reads the estimates back instead of walking every block."""
+    from pytest_rvv.run.recorded import content_sha  # the run layer's per-process hashing of files
+
+    cores = tuple(cores)
+    if not cores:
+        return {}
+    mca = find_mca()
+    key = digest(["estimates-v1", content_sha(counts_file), *(content_sha(e) for e in executables), arch,
+                  *(repr(c) for c in cores), mca_version(mca), _SOURCE])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        found = estimate(counts, executables, arch, cores, store)
+        return {"estimates": {name: {"core": e.core.name, "llvm_mca": e.llvm_mca, "dispatches": e.dispatches,
+                                     "blocks": e.blocks, "dropped": e.dropped} for name, e in found.items()}}
+
+    entry = store.get_or_build("estimates", key, build)
+    by_name = {c.name: c for c in cores}
+    return {name: SiliconEstimate(by_name[e["core"]], e["llvm_mca"], dict(e["dispatches"]), e["blocks"],
+                                  e["dropped"], cached=not entry.created)
+            for name, e in entry.meta["estimates"].items()}
+
+
+_SOURCE = digest([Path(__file__).read_text(), Path(__file__).with_name("counts.py").read_text()])
