@@ -114,9 +114,12 @@ def test_a_rerun_of_the_suites_emulates_nothing_and_judges_the_same(project, tmp
     cold.assert_outcomes(passed=8)
     # per target: the runtime probe, one plain run (agreement), one counted run (executed counts)
     cold.stdout.fnmatch_lines(["rvv: emulated runs: 6 emulated, * looked up by content*"])
-    warm = project.run(*args)
+    warm = project.run(*args, "--rvv-profile")
     warm.assert_outcomes(passed=8)
     warm.stdout.fnmatch_lines(["rvv: emulated runs: 0 emulated, 6 looked up by content*"])
+    profile = {line.split()[0]: line.split()[-2:] for line in warm.outlines
+               if line.split()[:1] in (["compile"], ["emulate"], ["count"])}
+    assert profile == {"compile": ["0", "4"], "emulate": ["0", "6"], "count": ["0", "2"]}  # [worked, cache hits]
     fresh = project.run(*args, "--rvv-no-cache")
     fresh.assert_outcomes(passed=8)
     fresh.stdout.fnmatch_lines(["rvv: emulated runs: 6 emulated, 0 looked up by content*"])
