@@ -27,11 +27,11 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.run.board import BoardFacts, BoardLink, BoardRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
-from pytest_rvv.run.recorded import OUTPUTS, PLAIN, RecordedRun, RecordedRuns
+from pytest_rvv.run.recorded import OUTPUTS, PLAIN, RecordedRun, RecordedRuns, rss_probe
 from pytest_rvv.run.runner import Runner, RunOutcome
 from pytest_rvv.settings import Settings
 from pytest_rvv.stages import Stages
-from pytest_rvv.store import Store, digest, file_sha256
+from pytest_rvv.store import Store, content_sha, digest, file_sha256
 from pytest_rvv.targets import BUILTIN_TARGETS, HOST, RISCV64, Target
 from pytest_rvv.toolchain.runtimes import Runtime, runtime_for
 from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
@@ -104,9 +104,7 @@ class RvvSession:
         if runner.qemu is None:
             return None
         if kind == PLAIN:
-            from pytest_rvv.cbuild import build_c
-
-            helper = build_c(self.store, "pytest_rvv.perf", ("rss_probe.c",), "rss_probe", shared=False)
+            helper = rss_probe(self.store)
         else:
             from pytest_rvv.profile.plugin import build_plugin, check_plugin_support
 
@@ -190,7 +188,7 @@ class RvvSession:
         later sessions do not probe again.
         """
         qemu = self.qemu(RISCV64)
-        key = digest(["runtime-probe-v2", file_sha256(executable), self.toolchain.compiler_version,
+        key = digest(["runtime-probe-v2", content_sha(executable), self.toolchain.compiler_version,
                       qemu.version_text, PROBE_MLIR])
 
         def probe(tmp: Path) -> dict[str, object]:
@@ -284,7 +282,7 @@ class RvvSession:
         b = np.full(4, 0.5, dtype=np.float32)
         with tempfile.TemporaryDirectory(prefix="pytest-rvv-probe-") as tmp:
             try:
-                if runner.qemu is not None and not isinstance(runner, BoardRunner):  # once per content
+                if runner.qemu is not None:  # emulated (not the host, not a board): once per content
                     outcome: RunOutcome | RecordedRun = self.runs.run(OUTPUTS, artifact, runner, [a, b], 1, None)
                 else:
                     outcome = runner.run(artifact, [a, b], Path(tmp), 1, max(self.settings.timeout_s,

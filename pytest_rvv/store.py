@@ -9,6 +9,7 @@ moved aside and rebuilt.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -41,6 +42,17 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+@functools.cache
+def _sha_of(path: str, size: int, mtime_ns: int) -> str:
+    return file_sha256(Path(path))
+
+
+def content_sha(path: Path) -> str:
+    """``file_sha256``, computed once per (path, size, mtime) in this process (runtimes, modules, counts files)."""
+    stat = Path(path).stat()
+    return _sha_of(str(path), stat.st_size, stat.st_mtime_ns)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

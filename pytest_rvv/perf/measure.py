@@ -12,7 +12,6 @@ from typing import Any
 from elftools.elf.elffile import ELFFile
 
 from pytest_rvv.analyze.static import analyze
-from pytest_rvv.cbuild import build_c
 from pytest_rvv.compare.agreement import compare
 from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.errors import ToolMissing
@@ -20,7 +19,7 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.perf.metrics import silicon_metric
 from pytest_rvv.profile.measure import ExecutedMeasurement, measure_executed
 from pytest_rvv.profile.silicon import estimate_once
-from pytest_rvv.run.recorded import PLAIN
+from pytest_rvv.run.recorded import PLAIN, rss_probe
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 from pytest_rvv.targets import HOST, Target
@@ -83,7 +82,7 @@ class TimedRuns:
     def __init__(self, session: RvvSession, model: Model, runner: Runner, work: Path) -> None:
         self.session, self.model, self.runner, self.work = session, model, runner, work
         self.artifact = session.artifact(model, runner.target)
-        self.probe = build_c(session.store, "pytest_rvv.perf", ("rss_probe.c",), "rss_probe", shared=False)
+        self.probe = rss_probe(session.store)
         self.walls: list[float] = []
         self.cpus: list[float] = []
         self.rss: list[int] = []
@@ -97,18 +96,26 @@ class TimedRuns:
             outcome = self.runner.run(self.artifact, reference.inputs, self.work / "run", len(reference.outputs),
                                       self.session.settings.timeout_s, launcher=(str(self.probe), str(rss_file)),
                                       runtime_args=("--print_statistics",))
-        agreement = compare(outcome.outputs, reference.outputs, self.model.tolerance)
+        self.take(outcome.outputs, outcome.process.wall_s, outcome.process.cpu_s,
+                  int(rss_file.read_text()) if rss_file.is_file() else None,
+                  outcome.process.stdout + outcome.process.stderr, outcome.repro, outcome.measured)
+
+    def take(self, outputs: list, wall_s: float, cpu_s: float, rss_kb: int | None, output: str, repro: str,
+             measured: dict[str, float] | None = None) -> None:
+        """Count one run (fresh, or the recorded plain run) once its outputs agree with onnxruntime."""
+        reference = self.session.reference(self.model)
+        agreement = compare(outputs, reference.outputs, self.model.tolerance)
         assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
             f"{self.model.name} on {self.runner.target.name} disagrees with onnxruntime "
-            f"({self.session.toolchain.compiler_version})\n{agreement.report()}\nrepro: {outcome.repro}"
+            f"({self.session.toolchain.compiler_version})\n{agreement.report()}\nrepro: {repro}"
         )
-        self.walls.append(round(outcome.process.wall_s, 4))
-        self.cpus.append(round(outcome.process.cpu_s, 4))
-        if rss_file.is_file():
-            self.rss.append(int(rss_file.read_text()))
-        for name, value in outcome.measured.items():  # a board's own peak RSS and hardware counters
+        self.walls.append(round(wall_s, 4))
+        self.cpus.append(round(cpu_s, 4))
+        if rss_kb is not None:
+            self.rss.append(rss_kb)
+        for name, value in (measured or {}).items():  # a board's own peak RSS and hardware counters
             self.measured.setdefault(name, []).append(value)
-        self.peaks = dict(_STATISTICS.findall(outcome.process.stdout + outcome.process.stderr))
+        self.peaks = dict(_STATISTICS.findall(output))
 
     def into(self, result: PerfResult) -> None:
         """Add the run-side metrics of the runs so far, and the executed counts (emulated targets)."""
@@ -174,26 +181,16 @@ def measure_performance(session: RvvSession, model: Model, target: Target, runne
         result.notes.append("run-side metrics need a runtime for this target")
         return result
     recorded = None if timed else session.recorded(PLAIN, model, runner)
-    if recorded is None:
-        with tempfile.TemporaryDirectory(prefix="pytest-rvv-perf-") as tmp:
-            runs = TimedRuns(session, model, runner, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="pytest-rvv-perf-") as tmp:
+        runs = TimedRuns(session, model, runner, Path(tmp))
+        if recorded is None:
             for _ in range(repeat):
                 runs.once()
-            runs.into(result)
-        return result
-    reference = session.reference(model)
-    agreement = compare(recorded.outputs, reference.outputs, model.tolerance)
-    assert agreement.ok, (  # numbers of a wrong result are refused
-        f"{model.name} on {target.name} disagrees with onnxruntime ({session.toolchain.compiler_version})\n"
-        f"{agreement.report()}\nrepro: {recorded.repro}")
-    result.samples.update(wall_s=[recorded.wall_s], cpu_s=[recorded.cpu_s])
-    result.metrics.update(wall_s_min=recorded.wall_s, wall_s_median=recorded.wall_s, cpu_s_min=recorded.cpu_s,
-                          cpu_s_median=recorded.cpu_s)
-    if recorded.rss_kb is not None:
-        result.metrics["peak_rss_kb"] = recorded.rss_kb
-    if peaks := dict(_STATISTICS.findall(recorded.stdout)):
-        result.metrics["iree_peak_bytes"] = sum(int(v) for v in peaks.values())
-    result.notes.append("time of one recorded run" + (" (from the cache)" if recorded.cached else "")
-                        + ": not gated here (no baseline of this machine); --rvv-perf-repeat=N times fresh runs")
-    add_executed(session, model, runner, result)
+        else:
+            runs.take(recorded.outputs, recorded.wall_s, recorded.cpu_s, recorded.rss_kb, recorded.stdout,
+                      recorded.repro)
+            result.notes.append("time of one recorded run" + (" (from the cache)" if recorded.cached else "")
+                                + ": not gated here (no baseline of this machine); --rvv-perf-repeat=N times fresh "
+                                  "runs")
+        runs.into(result)
     return result

@@ -12,10 +12,10 @@ from pytest_rvv.compare.agreement import compare
 from pytest_rvv.model.model import Model
 from pytest_rvv.profile import counts as counts_module
 from pytest_rvv.profile.counts import ExecutedCounts, attribute, parse
-from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun, content_sha
+from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
-from pytest_rvv.store import digest
+from pytest_rvv.store import content_sha, digest
 
 _COUNTS_SOURCE = digest([inspect.getsource(counts_module)])  # a change to the attribution re-runs it
 
@@ -46,7 +46,7 @@ def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir:
         raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
     artifact = session.artifact(model, runner.target)
     reference = session.reference(model)
-    recorded = session.recorded(ELEMENTS if elements else COUNTED, model, runner)  # once per content
+    recorded = session.recorded(ELEMENTS if elements else COUNTED, model, runner, workdir)  # once per content
     assert recorded is not None and recorded.counts is not None
     agreement = compare(recorded.outputs, reference.outputs, model.tolerance)
     assert agreement.ok, (  # counts of a wrong result are not recorded

@@ -27,7 +27,7 @@ from pytest_rvv.analyze.static import dispatch_key
 from pytest_rvv.errors import RvvError, ToolMissing
 from pytest_rvv.profile.cores import Core
 from pytest_rvv.profile.counts import ExecutedCounts, walk_blocks
-from pytest_rvv.store import Store, digest
+from pytest_rvv.store import Store, content_sha, digest
 from pytest_rvv.tools import find_executable, version_output
 
 MCA = "llvm-mca-22"
@@ -206,8 +206,6 @@ def estimate_once(counts: ExecutedCounts, counts_file: Path, executables: tuple[
                   cores: Iterable[Core], store: Store) -> dict[str, SiliconEstimate]:
     """``estimate``, kept in the store under the counts file, the libraries, the cores, llvm-mca's version and this
     module's source: a rerun with nothing changed reads the estimates back instead of walking every block."""
-    from pytest_rvv.run.recorded import content_sha  # the run layer's per-process hashing of files
-
     cores = tuple(cores)
     if not cores:
         return {}

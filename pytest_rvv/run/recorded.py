@@ -19,7 +19,6 @@ Only emulated runs are kept: the host target's code and time belong to this mach
 
 from __future__ import annotations
 
-import functools
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -28,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from pytest_rvv.cbuild import build_c
 from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.stages import Stages
-from pytest_rvv.store import Store, digest, file_sha256
+from pytest_rvv.store import Store, content_sha, digest
 
 PLAIN, COUNTED, ELEMENTS, OUTPUTS = "plain", "counted", "elements", "outputs"
 KINDS = (PLAIN, COUNTED, ELEMENTS, OUTPUTS)
@@ -40,15 +40,9 @@ RECIPE = "recorded-run-v1"
 STATISTICS_ARGS = ("--print_statistics",)
 
 
-@functools.cache
-def _sha(path: str, size: int, mtime_ns: int) -> str:
-    return file_sha256(Path(path))
-
-
-def content_sha(path: Path) -> str:
-    """The sha256 of a file, computed once per (path, size, mtime) in this process."""
-    stat = Path(path).stat()
-    return _sha(str(path), stat.st_size, stat.st_mtime_ns)
+def rss_probe(store: Store) -> Path:
+    """The RSS launcher of plain and timed runs (perf/rss_probe.c: forks the command, reports its peak RSS)."""
+    return build_c(store, "pytest_rvv.perf", ("rss_probe.c",), "rss_probe", shared=False)
 
 
 @dataclass(frozen=True)
@@ -87,8 +81,16 @@ class RecordedRuns:
         self.stages = stages or Stages()
         self.timeout_s = timeout_s
         self.fresh = fresh
-        self.emulated = 0  # runs this process really emulated (for the profile line and the tests)
-        self.looked_up = 0
+
+    @property
+    def emulated(self) -> int:
+        """Runs this process really emulated (the ``emulate`` stage's work)."""
+        return int(self.stages.totals.get("emulate", [0, 0, 0, 0])[2])
+
+    @property
+    def looked_up(self) -> int:
+        """Runs this process read back from the store (the ``emulate`` stage's cache hits)."""
+        return int(self.stages.totals.get("emulate", [0, 0, 0, 0])[3])
 
     def run(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], num_outputs: int,
             helper: Path | None, workdir: Path | None = None) -> RecordedRun:
@@ -133,7 +135,6 @@ class RecordedRuns:
                 outcome = runner.run(artifact, inputs, workdir or work / "run", num_outputs, self.timeout_s,
                                      qemu_args=qemu_args, launcher=launcher,
                                      runtime_args=STATISTICS_ARGS if kind == PLAIN else ())
-            self.emulated += 1
             for i, array in enumerate(outcome.outputs):
                 np.save(into / f"output_{i}.npy", array, allow_pickle=False)
             if counts.is_file():
@@ -144,8 +145,6 @@ class RecordedRuns:
                     "repro": outcome.repro, "model": artifact.model, "target": runner.target.name}
 
     def _load(self, kind: str, path: Path, meta: dict[str, Any], cached: bool, keep: bool = False) -> RecordedRun:
-        if cached:
-            self.looked_up += 1
         outputs = [np.load(path / f"output_{i}.npy", allow_pickle=False) for i in range(int(meta["outputs"]))]
         counts = path / "counts.txt" if (path / "counts.txt").is_file() else None
         if keep and counts is not None:  # a fresh run's folder goes away: keep its counts beside the process

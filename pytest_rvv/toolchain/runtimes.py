@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.errors import ConfigError, ToolMissing
+from pytest_rvv.errors import ToolMissing
 from pytest_rvv.run.qemu import default_tools_dir
 from pytest_rvv.settings import Settings
 from pytest_rvv.store import Store, file_sha256
@@ -93,13 +93,9 @@ def riscv64_runtime(toolchain: Toolchain, probe: Probe, executable: Path | None 
     """The riscv64 runtime ``toolchain`` runs with (toolchain/choice.py): the user's, else one built from source.
 
     RuntimeNotProvided (a skip naming the fix) when there is none and no source; NoRuntimeLoads
-    (one line) when runtimes exist and none loads the toolchain's modules.
+    (one line) when runtimes exist and none loads the toolchain's modules. The user's paths were checked
+    when the settings were read (settings.py).
     """
-    if executable is not None and not executable.is_file():
-        raise ConfigError(f"{option} {executable}: no such file; give the path of an iree-run-module built for "
-                          "riscv64-linux-gnu")
-    if sysroot is not None and not sysroot.is_dir():
-        raise ConfigError(f"--rvv-sysroot-riscv64 {sysroot}: no such directory")
     # no source named: a partial clone of IREE in the tools cache, when the git host can be reached
     choice = choose_riscv64(toolchain, tools_dir or default_tools_dir(), probe, executable,
                             f"user-supplied ({option})", log=log, network=not os.environ.get(SOURCE_ENV))

@@ -213,16 +213,17 @@ def find_sources(explicit: str | None = None, origin: str | None = None) -> Sour
 
 
 def _scan(folder: Path, origin: str) -> Iterator[RuntimeSource]:
-    """Trees, clones and tarballs under ``folder`` (a tree is not searched inside)."""
+    """Trees (a checked-out clone is one, at its HEAD) and named tarballs under ``folder``.
+
+    Neither a tree nor a clone is searched inside; a clone without a checkout is left out (name it directly).
+    """
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith("."):
             continue
-        if entry.is_dir():
-            if not missing_parts(entry) or is_git_clone(entry):
-                if not missing_parts(entry):
-                    yield RuntimeSource(entry, commit_of(entry), f"{origin} ({entry.name})", tree_date(entry))
-            else:
-                yield from _scan(entry, origin)
+        if entry.is_dir() and not missing_parts(entry):
+            yield RuntimeSource(entry, commit_of(entry), f"{origin} ({entry.name})", tree_date(entry))
+        elif entry.is_dir() and not is_git_clone(entry):
+            yield from _scan(entry, origin)
         elif entry.name.endswith(TARBALL_SUFFIXES) and commit_in_name(entry):
             yield source_from_path(entry, f"{origin} ({entry.name})")
 
