@@ -31,7 +31,7 @@ def check_agreement(session: RvvSession, model: Model, runner: Runner, workdir: 
     else:
         outcome = runner.run(artifact, reference.inputs, workdir, len(reference.outputs), session.settings.timeout_s)
         outputs, repro = outcome.outputs, outcome.repro
-    agreement = compare(outputs, reference.outputs, model.tolerance)
+    agreement = compare(outputs, reference.outputs, model.tolerance, reference.steps)
     assert agreement.ok, (
         f"{model.name} on {target.name} disagrees with onnxruntime\n{agreement.report()}\nrepro: {repro}"
     )

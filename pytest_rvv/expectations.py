@@ -30,7 +30,8 @@ PHASES: dict[str, type[BaseException]] = {
 }
 # Which checks an expected failure in a phase affects: a model that does not compile cannot
 # run either, so a compile failure is expected in every check.
-AFFECTED_CHECKS = {"compile": {"compile", "agreement"}, "run": {"agreement"}, "agreement": {"agreement"}}
+AFFECTED_CHECKS = {"compile": {"compile", "agreement", "performance"}, "run": {"agreement", "performance"},
+                   "agreement": {"agreement", "performance"}}  # performance runs (and checks agreement) too
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from pytest_rvv.expectations import ExpectedFailure
 from pytest_rvv.machine import Machine, this_machine
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
+from pytest_rvv.model.quantize import output_steps
 from pytest_rvv.run.board import BoardFacts, BoardLink, BoardRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.recorded import OUTPUTS, PLAIN, RecordedRun, RecordedRuns, rss_probe
@@ -58,6 +59,7 @@ class Reference:
     prepared: Path
     inputs: list[np.ndarray]
     outputs: list[np.ndarray]
+    steps: tuple[float | None, ...] = ()  # each output's quantization step (int8 models; model/quantize.py)
 
 
 class RvvSession:
@@ -159,7 +161,8 @@ class RvvSession:
         def load(kind: str, count: object) -> list[np.ndarray]:
             return [np.load(entry.file(f"{kind}_{i}.npy"), allow_pickle=False) for i in range(int(str(count)))]
 
-        return Reference(path, load("input", entry.meta["inputs"]), load("output", entry.meta["outputs"]))
+        return Reference(path, load("input", entry.meta["inputs"]), load("output", entry.meta["outputs"]),
+                         output_steps(path))
 
     # run side
     def qemu(self, arch: str) -> Qemu:
@@ -206,7 +209,10 @@ class RvvSession:
         if board is not None:
             runner: Runner = BoardRunner(target, self.runtime(target.arch), self.link(board), self.facts(board))
         else:
-            runner = Runner(target, self.runtime(target.arch), None if target.arch == HOST else self.qemu(target.arch))
+            qemu = None if target.arch == HOST else self.qemu(target.arch)
+            if qemu is not None:
+                qemu.check_cpu(target.emulator_cpu, target.name)
+            runner = Runner(target, self.runtime(target.arch), qemu)
         self._probe(runner)
         return runner
 

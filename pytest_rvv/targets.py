@@ -25,6 +25,20 @@ _ABIS = {RISCV64: "lp64d", AARCH64: "", HOST: ""}
 _ZVL = re.compile(r"^\+zvl(\d+)b$")
 _QEMU_VLEN = re.compile(r"(?:^|,)vlen=(\d+)(?:,|$)")
 RV64GC_FEATURES = ("+m", "+a", "+f", "+d", "+c")
+# The RVA23U64 profile's mandatory extensions as LLVM features (clang-22 -march=rva23u64), plus Zvfh and
+# Zvfbfmin, optional in the profile and what f16/bf16 vector code needs.
+RVA23U64_FEATURES = (
+    *RV64GC_FEATURES, "+v", "+zvl128b", "+zba", "+zbb", "+zbs", "+zicond", "+zfa", "+zfhmin", "+zcb", "+zihintntl",
+    "+zihintpause", "+zimop", "+zcmop", "+zawrs", "+zicbom", "+zicbop", "+zicboz", "+zvbb", "+zvkt", "+zvfhmin",
+    "+zvfh", "+zvfbfmin",
+)
+DATA_TILING_UKERNELS = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+# Vector extensions QEMU 10 enables only when asked: an instruction of each traps (SIGILL) under
+# `-cpu rv64,v=true` unless `NAME=true` is given. Measured with QEMU 10.0.2: its `rva23u64` CPU enables
+# zvfhmin and zvbb but not zvfh, zvfbfmin or zvfbfwma; `max` enables all of them.
+EMULATOR_GATED = ("zvfh", "zvfhmin", "zvfbfmin", "zvfbfwma", "zvbb")
+_CPU_MODEL_IMPLIES = {"rva23u64": ("zvfhmin", "zvbb"), "rva23s64": ("zvfhmin", "zvbb"), "max": EMULATOR_GATED}
+_IMPLIED_BY = {"zvfhmin": "zvfh", "zvfbfmin": "zvfbfwma"}  # QEMU turns these on with the wider extension
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,7 @@ class Target:
         if not self.emulator_cpu:
             object.__setattr__(self, "emulator_cpu", _default_emulator_cpu(self))
         self.check_emulator_vlen()
+        self.check_emulator_extensions()
         if self.silicon is None:
             cores = default_cores(self.has_vector, self.emulator_vlen) if self.arch == RISCV64 else ()
             object.__setattr__(self, "silicon", cores)
@@ -123,6 +138,27 @@ class Target:
                 f"it would run with silently wrong results: use vlen>={self.min_vlen} in emulator-cpu"
             )
 
+    @property
+    def emulator_gated(self) -> tuple[str, ...]:
+        """The target's extensions that QEMU must be told to enable (``EMULATOR_GATED``)."""
+        return tuple(e for e in EMULATOR_GATED if f"+{e}" in self.features)
+
+    def check_emulator_extensions(self) -> None:
+        """Refuse an emulator CPU that lacks an extension the code is compiled for: it would trap or mislead."""
+        if self.arch != RISCV64 or not self.emulator_cpu:
+            return
+        model, *props = self.emulator_cpu.split(",")
+        given = {p.split("=")[0] for p in props if p.split("=")[-1] in ("true", "on")}
+        enabled = given | set(_CPU_MODEL_IMPLIES.get(model, ()))
+        enabled |= {ext for ext, wider in _IMPLIED_BY.items() if wider in enabled}
+        missing = [e for e in self.emulator_gated if e not in enabled]
+        if missing:
+            raise ConfigError(
+                f"target {self.name!r}: compiled with {', '.join('+' + e for e in missing)} but QEMU -cpu "
+                f"{self.emulator_cpu!r} does not enable it (its instructions would trap): add "
+                f"{','.join(e + '=true' for e in missing)} to emulator-cpu"
+            )
+
     def compiler_flags(self) -> list[str]:
         """The full iree-compile flag list for this target (excluding input and output)."""
         flags = [
@@ -150,7 +186,8 @@ def _default_emulator_cpu(target: Target) -> str:
     if target.arch == RISCV64:
         if not target.has_vector:
             return "rv64,v=false"
-        return f"rv64,v=true,vlen={target.min_vlen},elen=64,vext_spec=v1.0"
+        gated = "".join(f",{e}=true" for e in target.emulator_gated)
+        return f"rv64,v=true,vlen={target.min_vlen},elen=64,vext_spec=v1.0{gated}"
     if target.arch == AARCH64:
         return "max"
     return ""
@@ -179,6 +216,24 @@ BUILTIN_TARGETS: dict[str, Target] = {
         _rvv(128),
         _rvv(256),
         _rvv(512),
+        Target(
+            name="rv64gcv-zvl256b-mmt4d",
+            arch=RISCV64,
+            features=(*RV64GC_FEATURES, "+v", "+zvl256b"),
+            extra_flags=DATA_TILING_UKERNELS,
+            description="RV64GCV, VLEN >= 256, data-tiled: matmuls as linalg.mmt4d on IREE's riscv_64 mmt4d "
+                        "microkernels (--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d)",
+            builtin=True,
+        ),
+        Target(
+            name="rva23u64",
+            arch=RISCV64,
+            features=RVA23U64_FEATURES,
+            emulator_cpu="rva23u64,zvfh=true,zvfbfmin=true,vlen=128,elen=64",
+            description="RVA23U64 profile (V, Zvbb, Zvfhmin, B, Zicond, Zfa, ...) + Zvfh + Zvfbfmin, VLEN >= 128, "
+                        "on QEMU's rva23u64 CPU",
+            builtin=True,
+        ),
         Target(
             name="aarch64",
             arch=AARCH64,

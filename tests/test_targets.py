@@ -8,7 +8,42 @@ from pytest_rvv.targets import BUILTIN_TARGETS, Target, target_from_table
 
 def test_builtin_targets_are_the_documented_set():
     assert list(BUILTIN_TARGETS) == ["rv64gc", "rv64gcv-zvl128b", "rv64gcv-zvl256b", "rv64gcv-zvl512b",
-                                     "aarch64", "host"]
+                                     "rv64gcv-zvl256b-mmt4d", "rva23u64", "aarch64", "host"]
+
+
+def test_microkernel_target_is_the_default_path_plus_data_tiling_and_mmt4d_ukernels():
+    default, mmt4d = BUILTIN_TARGETS["rv64gcv-zvl256b"], BUILTIN_TARGETS["rv64gcv-zvl256b-mmt4d"]
+    assert mmt4d.compiler_flags() == [*default.compiler_flags(), "--iree-opt-data-tiling",
+                                      "--iree-llvmcpu-enable-ukernels=mmt4d"]
+    assert mmt4d.emulator_cpu == default.emulator_cpu
+
+
+def test_rva23_target_runs_on_qemus_profile_cpu_with_the_optional_extensions_it_compiles_for():
+    target = BUILTIN_TARGETS["rva23u64"]
+    assert {"+v", "+zvbb", "+zvfhmin", "+zvfh", "+zvfbfmin", "+zba", "+zicond"} <= set(target.features)
+    assert target.emulator_cpu.startswith("rva23u64,") and "zvfh=true" in target.emulator_cpu
+    assert target.emulator_vlen == target.min_vlen == 128
+
+
+def test_extensions_qemu_must_be_told_about_are_derived_into_the_emulator_cpu():
+    target = Target("half", "riscv64", features=("+v", "+zvl256b", "+zvfh", "+zvbb"))
+    assert target.emulator_cpu == "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0,zvfh=true,zvbb=true"
+
+
+@pytest.mark.parametrize(("cpu", "missing"), [
+    ("rv64,v=true,vlen=128", "+zvfh"),
+    ("rva23u64,vlen=128", "+zvfh"),  # the profile CPU implies zvfhmin and zvbb, not zvfh
+])
+def test_an_emulator_cpu_without_an_extension_the_code_uses_is_refused(cpu, missing):
+    refused = rf"compiled with \{missing}.* but QEMU -cpu .* does not enable it.*zvfh=true"
+    with pytest.raises(ConfigError, match=refused):
+        Target("half", "riscv64", features=("+v", "+zvl128b", "+zvfh", "+zvbb"), emulator_cpu=cpu)
+
+
+def test_a_profile_cpu_enables_what_the_profile_mandates():
+    target = Target("rva23", "riscv64", features=("+v", "+zvl128b", "+zvfhmin", "+zvbb"),
+                    emulator_cpu="rva23u64,vlen=128")
+    assert target.emulator_gated == ("zvfhmin", "zvbb")
 
 
 def test_scalar_target_compiles_rv64gc_and_runs_without_vector_unit():

@@ -11,7 +11,11 @@ Rules:
     is a regression of work, named with both counts; fewer is an improvement. With the toolchain
     unchanged any difference is real (exact); after a toolchain upgrade (``added_work`` percent
     given) only a dispatch or model executing more than that many percent more fails, and smaller
-    moves are churn, reported as changes.
+    moves are churn, reported as changes;
+(f) microkernels (targets with ``--iree-llvmcpu-enable-ukernels``): on a vector target a dispatch whose
+    microkernel is the generic (scalar) tile function fails whatever the snapshot says, named with it;
+    a dispatch that ran on a microkernel in the snapshot and now carries none fails; another tile
+    function is a change.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_rvv.analyze.matching import match_dispatches, pair_name
+from pytest_rvv.compile.ukernels import GENERIC_SUFFIX, tile_functions
 from pytest_rvv.targets import Target
 
 DEFAULT_MAX_SHARE_DROP = 5.0  # percentage points
@@ -69,6 +74,12 @@ def check_gate(
             f"{target.name} is a scalar target but its code has {totals['vector']} vector instructions: "
             f"{listing}" + (f" and {len(offenders) - SHOWN} more" if len(offenders) > SHOWN else "")
         )
+    if target.has_vector:  # (f) a microkernel that fell back to scalar code
+        for key, entry in current["dispatches"].items():
+            generic = [n for n in tile_functions(entry.get("ukernels", ())) if n.endswith(GENERIC_SUFFIX)]
+            if generic:
+                result.violations.append(f"{key}: its microkernel is the generic scalar tile {', '.join(generic)} "
+                                         f"on a vector target ({counts_text(entry)})")
     if previous is None:
         return result
     # (b) and (c) follow the snapshot: a target whose recorded code was vectorized is held to it
@@ -83,6 +94,12 @@ def check_gate(
             )
         elif not old["vectorized"] and new["vectorized"]:
             result.improvements.append(f"{key}: now vectorized ({counts_text(old)} -> {counts_text(new)})")
+        old_tiles, new_tiles = tile_functions(old.get("ukernels", ())), tile_functions(new.get("ukernels", ()))
+        if old_tiles and not new_tiles:
+            result.regressions.append(f"{key}: ran on microkernel {', '.join(old_tiles)}, now on none "
+                                      f"({counts_text(old)} -> {counts_text(new)})")
+        elif old_tiles != new_tiles and old_tiles:
+            result.changes.append(f"{key}: microkernel {', '.join(old_tiles)} -> {', '.join(new_tiles)}")
         if work and new["instructions"] != old["instructions"]:
             _judge_work(result, key, old["instructions"], new["instructions"], previous["totals"]["instructions"],
                         added_work)

@@ -22,6 +22,17 @@ def dispatch_key(symbol: str) -> str:
     return f"{match.group(1)}_{match.group(2)}".rstrip("_") if match else symbol
 
 
+def ukernels_by_dispatch(artifact: Artifact) -> dict[str, list[str]]:
+    """The microkernels inlined into each dispatch (compile/ukernels.py), by dispatch key."""
+    return {dispatch_key(function): list(names) for function, names in artifact.ukernels.items()}
+
+
+def with_ukernels(dispatches: dict[str, Any], ukernels: dict[str, list[str]]) -> dict[str, Any]:
+    """Snapshot dispatch entries with a ``ukernels`` list where the dispatch carries microkernels."""
+    return {key: (entry | {"ukernels": ukernels[key]} if key in ukernels else entry)
+            for key, entry in dispatches.items()}
+
+
 @dataclass
 class FunctionCounts:
     """Instruction counts of one dispatch function (or of the library code outside dispatches)."""
@@ -53,6 +64,7 @@ class StaticAnalysis:
     target: str
     dispatches: dict[str, FunctionCounts]
     library: FunctionCounts  # code outside the dispatch functions
+    ukernels: dict[str, list[str]] = field(default_factory=dict)  # dispatch -> microkernels inlined into it
 
     @property
     def total(self) -> FunctionCounts:
@@ -83,7 +95,7 @@ class StaticAnalysis:
                 "vector_subclasses": dict(sorted(total.subclasses.items())),
             },
             "vector_mnemonics": dict(sorted(total.vector_mnemonics.items(), key=lambda mn: (-mn[1], mn[0]))),
-            "dispatches": {
+            "dispatches": with_ukernels({
                 key: {
                     "instructions": c.instructions,
                     "vector": c.vector,
@@ -91,7 +103,7 @@ class StaticAnalysis:
                     "classes": {cls: c.classes[cls] for cls in CLASSES if c.classes[cls]},
                 }
                 for key, c in sorted(self.dispatches.items(), key=lambda kv: natural_order(kv[0]))
-            },
+            }, self.ukernels),
             "library_code": {"instructions": self.library.instructions, "vector": self.library.vector},
             "not_vectorized": sorted(self.not_vectorized, key=natural_order),
         }
@@ -126,4 +138,4 @@ def analyze(artifact: Artifact) -> StaticAnalysis:
             bucket = library if insn.function == OUTSIDE else dispatches.setdefault(
                 dispatch_key(insn.function), FunctionCounts())
             bucket.add(insn.mnemonic, cls, subclass)
-    return StaticAnalysis(artifact.model, artifact.target.name, dispatches, library)
+    return StaticAnalysis(artifact.model, artifact.target.name, dispatches, library, ukernels_by_dispatch(artifact))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +24,12 @@ class OutputAgreement:
     size: int
     worst: list[tuple[tuple[int, ...], float, float]] = field(default_factory=list)  # (index, actual, expected)
     problem: str = ""  # shape/dtype/NaN issue that makes element errors meaningless
+    step: float | None = None  # the output's quantization step (int8 models), None for a float output
+
+    @property
+    def max_steps(self) -> float | None:
+        """The largest error in quantization steps (int8 outputs)."""
+        return self.max_abs / self.step if self.step else None
 
     @property
     def ok(self) -> bool:
@@ -32,7 +39,8 @@ class OutputAgreement:
         if self.problem:
             return f"output {self.index}: {self.problem}"
         share = 100.0 * self.mismatches / max(self.size, 1)
-        text = (f"output {self.index} {list(self.shape)}: max abs err {self.max_abs:.3g}, max rel err "
+        steps = f" ({self.max_steps:.3g} quantization steps of {self.step:.3g})" if self.step else ""
+        text = (f"output {self.index} {list(self.shape)}: max abs err {self.max_abs:.3g}{steps}, max rel err "
                 f"{self.max_rel:.3g}, {self.mismatches}/{self.size} elements mismatch ({share:.2f}%)")
         if self.worst and self.mismatches:
             text += "\n  worst: " + "; ".join(
@@ -55,21 +63,30 @@ class Agreement:
     def max_abs(self) -> float:
         return max((o.max_abs for o in self.outputs), default=0.0)
 
+    @property
+    def max_steps(self) -> float | None:
+        """The largest error in quantization steps over the quantized outputs (None: no quantized output)."""
+        found = [o.max_steps for o in self.outputs if o.max_steps is not None]
+        return max(found) if found else None
+
     def report(self) -> str:
-        head = f"tolerance atol={self.tolerance.atol:g} rtol={self.tolerance.rtol:g}"
+        head = f"tolerance {self.tolerance.describe()}"
         return "\n".join([head, *(o.describe() for o in self.outputs)])
 
 
-def compare(actual: list[np.ndarray], expected: list[np.ndarray], tolerance: Tolerance) -> Agreement:
-    """Compare outputs elementwise: mismatch when ``|a - e| > atol + rtol * |e|`` (NaN vs NaN agrees)."""
+def compare(actual: list[np.ndarray], expected: list[np.ndarray], tolerance: Tolerance,
+            steps: Sequence[float | None] = ()) -> Agreement:
+    """Compare outputs elementwise: mismatch when ``|a - e| > atol + steps * step + rtol * |e|`` (NaN vs NaN
+    agrees); ``steps`` holds each output's quantization step (None or missing: a float output)."""
     if len(actual) != len(expected):
         problem = f"got {len(actual)} outputs, onnxruntime gave {len(expected)}"
         return Agreement([OutputAgreement(0, (), np.inf, np.inf, 1, 1, problem=problem)], tolerance)
-    return Agreement([_compare_one(i, a, e, tolerance) for i, (a, e) in
-                      enumerate(zip(actual, expected, strict=True))], tolerance)
+    return Agreement([_compare_one(i, a, e, tolerance, steps[i] if i < len(steps) else None)
+                      for i, (a, e) in enumerate(zip(actual, expected, strict=True))], tolerance)
 
 
-def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -> OutputAgreement:
+def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tolerance,
+                 step: float | None) -> OutputAgreement:
     shape = tuple(expected.shape)
     if actual.shape != expected.shape:
         return OutputAgreement(index, shape, np.inf, np.inf, expected.size, expected.size,
@@ -79,15 +96,16 @@ def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tole
                                problem=f"dtype {actual.dtype} != expected {expected.dtype}")
     a = actual.astype(np.float64)
     e = expected.astype(np.float64)
+    atol = tol.atol + (tol.steps * step if step else 0.0)
     same = (a == e) | (np.isnan(a) & np.isnan(e))  # equal infinities and NaN vs NaN agree
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(same, 0.0, np.abs(a - e))
         diff = np.where(np.isnan(diff), np.inf, diff)
         # relative error where the reference is not negligible (|e| > atol), else it is meaningless
-        meaningful = np.isfinite(e) & (np.abs(e) > max(tol.atol, np.finfo(np.float64).tiny))
+        meaningful = np.isfinite(e) & (np.abs(e) > max(atol, np.finfo(np.float64).tiny))
         rel = np.where(meaningful, diff / np.where(meaningful, np.abs(e), 1.0), 0.0)
     with np.errstate(invalid="ignore"):
-        bad = ~same & ((diff > tol.atol + tol.rtol * np.abs(e)) | ~np.isfinite(a) | ~np.isfinite(e))
+        bad = ~same & ((diff > atol + tol.rtol * np.abs(e)) | ~np.isfinite(a) | ~np.isfinite(e))
     order = np.argsort(diff, axis=None, kind="stable")[::-1][:WORST_SHOWN]
     worst = [(tuple(int(x) for x in np.unravel_index(i, shape)), float(a.flat[i]), float(e.flat[i]))
              for i in order if bad.flat[i]]
@@ -95,5 +113,5 @@ def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tole
         index=index, shape=shape,
         max_abs=float(diff.max()) if diff.size else 0.0,
         max_rel=float(rel.max()) if diff.size else 0.0,
-        mismatches=int(bad.sum()), size=int(expected.size), worst=worst,
+        mismatches=int(bad.sum()), size=int(expected.size), worst=worst, step=step,
     )

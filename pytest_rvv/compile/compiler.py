@@ -7,9 +7,11 @@ import platform
 import re
 import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_rvv.compile.ukernels import INTERMEDIATES, enables_ukernels, load_ukernels, record_ukernels
 from pytest_rvv.errors import CompileFailed, ImportFailed, ToolMissing, first_lines, tail
 from pytest_rvv.process import run_process
 from pytest_rvv.stages import Stages
@@ -36,6 +38,7 @@ class Artifact:
     compile_s: float  # the compiler's own CPU time (user + sys) when it was built: -n auto contention moves it little
     reused: bool
     executables: tuple[Path, ...] = ()  # the dispatch libraries (ELF .so) embedded in the module
+    ukernels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # dispatch function -> microkernels
 
     @property
     def size_bytes(self) -> int:
@@ -102,7 +105,9 @@ class Compiler:
         machine = [platform.processor() or platform.machine(), _host_cpu_model()] if target.arch == HOST else []
         # v2: entries also hold the dispatch libraries (ELF) for static analysis; v3: compile CPU time;
         # v4: the input named relative to its folder (the module no longer holds the cache's path)
-        key = digest(["compile-v4", imported.sha256, self.toolchain.compiler_version, *flags, *machine])
+        # (with microkernels the entry also records which ones each dispatch carries: compile/ukernels.py)
+        recipe = ["compile-v4"] + (["ukernels-v1"] if enables_ukernels(flags) else [])
+        key = digest([*recipe, imported.sha256, self.toolchain.compiler_version, *flags, *machine])
 
         def build(tmp: Path) -> dict[str, object]:
             with self.stages.time("compile"):
@@ -116,6 +121,9 @@ class Compiler:
             # so the bytes (and every size and estimate read from them) do not depend on where the
             # cache is (the user, HOME, PYTEST_RVV_CACHE_DIR).
             argv = [self.toolchain.iree_compile, imported.path.name, *flags, dump, "-o", out]
+            ukernels = enables_ukernels(flags)
+            if ukernels:  # the optimized IR still names the microkernels LLVM inlined (compile/ukernels.py)
+                argv[-2:-2] = [f"--iree-hal-dump-executable-intermediates-to={tmp / INTERMEDIATES}"]
             start = time.perf_counter()
             result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S, cwd=imported.path.parent)
             elapsed = round(time.perf_counter() - start, 3)
@@ -125,8 +133,27 @@ class Compiler:
                 "compile_s": round(result.cpu_s, 3),
                 "command": f"cd {imported.path.parent} && {result.command_line()}",
             }
+            if ukernels:
+                if result.ok:
+                    record_ukernels(tmp / INTERMEDIATES, tmp)
+                shutil.rmtree(tmp / INTERMEDIATES, ignore_errors=True)
+            unknown = sorted(set(_UNKNOWN_FEATURE.findall(result.stderr)))
+            if result.ok and unknown:  # LLVM drops an unknown feature with a warning: refuse, never ignore
+                out.unlink(missing_ok=True)
+                shutil.rmtree(tmp / EXECUTABLES, ignore_errors=True)
+                (tmp / "compile.log").write_text(result.stderr[-20000:])
+                return meta | {"status": "failed", "error": (
+                    f"iree-compile {self.toolchain.compiler_version} does not know the CPU feature(s) "
+                    f"{', '.join(unknown)} (LLVM would ignore them silently); fix the target's features")}
             if result.ok:
                 return meta | {"status": "ok"}
+            fatal = _LLVM_FATAL.search(result.stderr)
+            if result.returncode < 0 and not result.timed_out and fatal:  # the compiler's own abort: deterministic
+                out.unlink(missing_ok=True)
+                shutil.rmtree(tmp / EXECUTABLES, ignore_errors=True)
+                (tmp / "compile.log").write_text(result.stderr[-20000:])
+                crashed = f"iree-compile crashed ({result.status()}): {fatal.group(0)}"
+                return meta | {"status": "failed", "error": crashed}
             if result.timed_out or result.returncode < 0:  # not deterministic: do not cache
                 raise CompileFailed(
                     f"iree-compile {result.status()} on model {model_name!r} for target {target.name!r}",
@@ -152,10 +179,12 @@ class Compiler:
             model=model_name, target=target, path=entry.file("module.vmfb"), function=imported.function,
             executables=tuple(sorted(entry.file(EXECUTABLES).glob("*.so"))),
             key=key, flags=tuple(flags), compiler_version=self.toolchain.compiler_version,
-            compile_s=float(meta["compile_s"]), reused=not entry.created,
+            compile_s=float(meta["compile_s"]), reused=not entry.created, ukernels=load_ukernels(entry.path),
         )
 
 
+_LLVM_FATAL = re.compile(r"LLVM ERROR: [^\n]*")
+_UNKNOWN_FEATURE = re.compile(r"'([^']+)' is not a recognized feature for this target")
 _MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): [^\n]*")
 
 

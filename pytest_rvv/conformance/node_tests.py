@@ -16,7 +16,7 @@ from pytest_rvv.wheels import fetch_tree_from_wheel
 
 ONNX_WITH_NODE_TESTS = "onnx==1.22.0"
 NODE_PREFIX = "onnx/backend/test/data/node/"
-# A small cross-section for CI: elementwise, activations, reductions, matmul/conv/pool, shape ops.
+# A small cross-section for CI: elementwise, activations, reductions, matmul/conv/pool, shape ops, low precision.
 DEFAULT_SUBSET = (
     "test_abs", "test_add", "test_add_bcast", "test_sub", "test_mul", "test_div", "test_pow", "test_sqrt",
     "test_exp", "test_log", "test_tanh", "test_sigmoid", "test_relu", "test_leakyrelu", "test_elu",
@@ -30,6 +30,10 @@ DEFAULT_SUBSET = (
     "test_reshape_extended_dims",
     "test_concat_2d_axis_0", "test_slice", "test_gather_0", "test_where_example", "test_cast_FLOAT_to_DOUBLE",
     "test_argmax_default_axis_example",
+    # the types people deploy: int8 (QDQ and integer ops), float16 and bfloat16 casts
+    "test_quantizelinear", "test_dequantizelinear", "test_dequantizelinear_axis", "test_qlinearmatmul_2D_int8_float32",
+    "test_matmulinteger", "test_convinteger_with_padding", "test_cast_FLOAT_to_FLOAT16", "test_cast_FLOAT16_to_FLOAT",
+    "test_cast_FLOAT_to_BFLOAT16",
 )
 
 

@@ -22,7 +22,7 @@ def describe_models(settings: Settings, size: str) -> list[str]:
             f"    source: {model.source.describe()}",
             f"    inputs: {inputs}",
             f"    preparation: {', '.join(model.preparation) or 'none'}; opset {model.opset}; "
-            f"tolerance atol={model.tolerance.atol:g} rtol={model.tolerance.rtol:g}",
+            f"tolerance {model.tolerance.describe()}",
         ]
         try:
             graph = load_onnx(prepare(model, settings.cache_dir)).graph

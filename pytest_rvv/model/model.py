@@ -85,10 +85,19 @@ def text_image(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Agreement rule: an element matches when ``|actual - expected| <= atol + rtol * |expected|``."""
+    """Agreement rule: an element matches when ``|actual - expected| <= atol + rtol * |expected|``.
+
+    ``steps`` (int8 models): also allow that many quantization steps of the output, the scale of the
+    ``DequantizeLinear`` that produces it (an output without one gets atol and rtol alone).
+    """
 
     atol: float = 1e-4
     rtol: float = 1e-3
+    steps: float = 0.0
+
+    def describe(self) -> str:
+        text = f"atol={self.atol:g} rtol={self.rtol:g}"
+        return text + (f" + {self.steps:g} quantization steps" if self.steps else "")
 
 
 @dataclass(frozen=True)

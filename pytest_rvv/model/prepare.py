@@ -16,6 +16,7 @@ import onnx
 
 from pytest_rvv.errors import ModelError
 from pytest_rvv.model.model import Model
+from pytest_rvv.model.quantize import check_quantization, quantize_int8, to_float16
 from pytest_rvv.store import Store, digest, file_sha256
 
 
@@ -191,16 +192,26 @@ STEPS: dict[str, Step] = {
              "rewrite reflect Pad as Gather (IREE llvm-cpu fails on wide reflect pads)"),
         Step("conv-unit-output", conv_unit_output,
              "trim end padding of strided convs with a spatial output of 1 (IREE fold-unit-extent-dims bug)"),
+        Step("quantize-int8", quantize_int8,
+             "static int8 QDQ quantization by onnxruntime (per-channel weights, 8 seeded calibration inputs)"),
+        Step("float16", to_float16, "float16 weights and activations (onnxconverter-common), float32 I/O"),
     )
 }
 
 
 def _tool_versions(steps: tuple[str, ...]) -> list[str]:
     versions = [f"onnx={onnx.__version__}"]
-    if "ort-prefold" in steps:
+    if "ort-prefold" in steps or "quantize-int8" in steps:
         import onnxruntime
 
         versions.append(f"onnxruntime={onnxruntime.__version__}")
+    if "float16" in steps:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            versions.append(f"onnxconverter-common={version('onnxconverter-common')}")
+        except PackageNotFoundError:
+            versions.append("onnxconverter-common=missing")
     return versions
 
 
@@ -210,7 +221,7 @@ def prepare(spec: Model, cache_root: Path) -> Path:
     if unknown:
         raise ModelError(f"model {spec.name!r}: unknown preparation step(s) {unknown}; known: {list(STEPS)}")
     source = spec.source.fetch(cache_root)
-    load_onnx(source)  # fail early, with the file's name, on a missing or corrupt file
+    check_quantization(load_onnx(source), spec.name)  # fail early, with the file's name: missing, corrupt, bad QDQ
     shapes = [f"{i.name}:{i.shape}:{i.dtype}" for i in spec.inputs]
     key = digest(["prepare-v1", file_sha256(source), *spec.preparation, *shapes, *_tool_versions(spec.preparation)])
 

@@ -123,8 +123,38 @@ def _generated(size: str) -> list[Model]:
     ]
 
 
+# int8: against onnxruntime's own result on the same QDQ model, in quantization steps of the output (see
+# model/quantize.py). f16: relative, as float16 carries 11 significant bits (eps 9.8e-4) and IREE and
+# onnxruntime round and accumulate differently; atol for outputs near zero.
+LOW_PRECISION = (
+    ("squeezenet1.1", "int8", ("quantize-int8",), Tolerance(atol=0.0, rtol=0.0, steps=8)),
+    ("tinybert", "int8", ("quantize-int8",), Tolerance(atol=0.0, rtol=0.0, steps=8)),
+    ("squeezenet1.1", "f16", ("float16",), Tolerance(atol=1e-2, rtol=2e-2)),
+)
+
+
+def _low_precision(size: str) -> list[Model]:
+    """The seed architectures in the types people deploy: int8 QDQ (a CNN and a transformer) and float16."""
+    from pytest_rvv.model.builders import BUILDERS
+    from pytest_rvv.model.generated import GeneratedSource
+
+    full = "-full" if size == "full" else ""
+    return [
+        Model(
+            name=f"{base}-{kind}{full}",
+            description=f"{BUILDERS[base].description}, seeded weights, {steps[0]}",
+            source=GeneratedSource(base, size),
+            inputs=BUILDERS[base].inputs(size),
+            preparation=steps,
+            tolerance=tolerance,
+            marks=("slow",) if full else (),
+        )
+        for base, kind, steps, tolerance in LOW_PRECISION
+    ]
+
+
 def builtin_models(size: str = "ci") -> dict[str, Model]:
     """Every built-in model at ``size`` ("ci" or "full"), by name."""
     if size not in SIZES:
         raise ValueError(size)
-    return {m.name: m for m in [*_generated(size), *_pretrained(size)]}
+    return {m.name: m for m in [*_generated(size), *_low_precision(size), *_pretrained(size)]}

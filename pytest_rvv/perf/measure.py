@@ -104,7 +104,7 @@ class TimedRuns:
              measured: dict[str, float] | None = None) -> None:
         """Count one run (fresh, or the recorded plain run) once its outputs agree with onnxruntime."""
         reference = self.session.reference(self.model)
-        agreement = compare(outputs, reference.outputs, self.model.tolerance)
+        agreement = compare(outputs, reference.outputs, self.model.tolerance, reference.steps)
         assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
             f"{self.model.name} on {self.runner.target.name} disagrees with onnxruntime "
             f"({self.session.toolchain.compiler_version})\n{agreement.report()}\nrepro: {repro}"

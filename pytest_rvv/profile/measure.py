@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_rvv.analyze.static import ukernels_by_dispatch, with_ukernels
 from pytest_rvv.compare.agreement import compare
 from pytest_rvv.model.model import Model
 from pytest_rvv.profile import counts as counts_module
@@ -29,11 +30,12 @@ class ExecutedMeasurement:
     counts: ExecutedCounts
     attribution: dict[str, Any]
     run: RecordedRun  # the counted run (fresh, or looked up by content)
+    ukernels: dict[str, list[str]] = field(default_factory=dict)  # dispatch -> microkernels inlined into it
 
     def snapshot(self, model: str, target: str) -> dict[str, Any]:
         """The deterministic part (dispatch code only: runtime code is not exactly repeatable)."""
         return {"model": model, "target": target, "totals": self.attribution["dispatch_totals"],
-                "dispatches": self.attribution["dispatches"]}
+                "dispatches": with_ukernels(self.attribution["dispatches"], self.ukernels)}
 
 
 def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir: Path,
@@ -48,13 +50,13 @@ def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir:
     reference = session.reference(model)
     recorded = session.recorded(ELEMENTS if elements else COUNTED, model, runner, workdir)  # once per content
     assert recorded is not None and recorded.counts is not None
-    agreement = compare(recorded.outputs, reference.outputs, model.tolerance)
+    agreement = compare(recorded.outputs, reference.outputs, model.tolerance, reference.steps)
     assert agreement.ok, (  # counts of a wrong result are not recorded
         f"{model.name} on {runner.target.name} disagrees with onnxruntime in the counted run\n{agreement.report()}"
     )
     counts = parse(recorded.counts.read_text(), recorded.counts)
     return ExecutedMeasurement(counts, attributed(session, counts, recorded, artifact.executables,
-                                                  runner.target.arch), recorded)
+                                                  runner.target.arch), recorded, ukernels_by_dispatch(artifact))
 
 
 def attributed(session: RvvSession, counts: ExecutedCounts, recorded: RecordedRun, executables: tuple[Path, ...],

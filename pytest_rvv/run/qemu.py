@@ -43,6 +43,22 @@ class Qemu:
         return "Could not load plugin" in proc.stderr or "could not load" in proc.stderr.lower()
 
 
+    @functools.cached_property
+    def cpu_models(self) -> frozenset[str]:
+        """The CPU models ``-cpu help`` lists (e.g. ``rv64``, ``rva23u64``, ``max``)."""
+        proc = subprocess.run([str(self.path), "-cpu", "help"], capture_output=True, text=True, timeout=60)
+        lines = proc.stdout.splitlines()[1:]  # "Available CPUs:" then one model per line
+        return frozenset(line.split()[0] for line in lines if line.strip())
+
+    def check_cpu(self, cpu: str, target: str) -> None:
+        """Refuse a ``-cpu`` model (a profile such as ``rva23u64``) this QEMU does not have, in one line."""
+        model = cpu.split(",")[0]
+        if model and self.cpu_models and model not in self.cpu_models:
+            raise ToolMissing(f"target {target!r}: {self.path} {self.version_text} has no CPU model {model!r} "
+                              f"(it has {', '.join(sorted(self.cpu_models))}); use a QEMU that has it, or another "
+                              "emulator-cpu")
+
+
 def qemu_search_dirs(explicit: Path | None) -> list[Path]:
     if explicit is not None:
         return [explicit]

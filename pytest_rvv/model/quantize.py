@@ -1,0 +1,104 @@
+"""Low-precision preparation steps: int8 QDQ (onnxruntime's own static quantizer) and float16 (onnxconverter-common).
+
+Both are steps of ``model/prepare.py``: the prepared file is what onnxruntime (the reference) and IREE both
+consume, so agreement is against onnxruntime's own quantized or half-precision result, not the float model.
+An int8 model's agreement is counted in quantization steps: each graph output that a ``DequantizeLinear``
+produces lies on a grid of its scale, and ``Tolerance.steps`` allows that many steps of it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from pytest_rvv.errors import ModelError
+from pytest_rvv.model.model import Model
+
+CALIBRATION_SAMPLES = 8
+CALIBRATION_SEED_OFFSET = 1  # calibration inputs differ from the test inputs (seed + 1)
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+def quantize_int8(model: onnx.ModelProto, spec: Model) -> onnx.ModelProto:
+    """Static int8 QDQ quantization (per-channel weights, int8 activations), calibrated on seeded inputs."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(spec.seed + CALIBRATION_SEED_OFFSET)
+    samples = [{i.name: i.generate(rng) for i in spec.inputs} for _ in range(CALIBRATION_SAMPLES)]
+
+    class Samples(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.remaining = iter(samples)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.remaining, None)
+
+    with tempfile.TemporaryDirectory(prefix="pytest-rvv-quantize-") as tmp:
+        src, dst = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
+        onnx.save(model, str(src))
+        quantize_static(str(src), str(dst), Samples(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+        quantized = onnx.load(str(dst))
+    check_quantization(quantized, spec.name)
+    return quantized
+
+
+def to_float16(model: onnx.ModelProto, spec: Model) -> onnx.ModelProto:
+    """Weights and activations in float16 (onnxconverter-common), float32 graph inputs and outputs kept."""
+    try:
+        from onnxconverter_common import float16
+    except ImportError as exc:
+        raise ModelError(f"model {spec.name!r}: the float16 step needs onnxconverter-common "
+                         "(pip install onnxconverter-common)") from exc
+    return float16.convert_float_to_float16(model, keep_io_types=True)
+
+
+def _initializers(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    return values
+
+
+def check_quantization(model: onnx.ModelProto, name: str) -> None:
+    """Every Quantize/DequantizeLinear has a constant, positive, finite scale and a zero point in its type's
+    range; otherwise one line naming the node."""
+    constants = _initializers(model)
+    for node in model.graph.node:
+        if node.op_type not in QDQ_OPS:
+            continue
+        where = f"model {name!r}: {node.op_type} {node.name or node.output[0]!r}"
+        if len(node.input) < 2 or node.input[1] not in constants:
+            raise ModelError(f"{where} has no constant scale; re-quantize the model (quantization parameters "
+                             "are missing)")
+        scale = constants[node.input[1]]
+        if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
+            raise ModelError(f"{where} has scale {scale.ravel()[:4].tolist()}: scales must be positive and finite; "
+                             "re-quantize the model")
+        if len(node.input) > 2 and node.input[2]:
+            if node.input[2] not in constants:
+                raise ModelError(f"{where} has no constant zero point; re-quantize the model")
+            zero = constants[node.input[2]]
+            if zero.dtype.kind not in "iu" or (scale.size > 1 and zero.size not in (1, scale.size)):
+                raise ModelError(f"{where}: zero point {zero.dtype} of {zero.size} does not match its "
+                                 f"{scale.size} scale(s); re-quantize the model")
+
+
+def output_steps(path: Path) -> tuple[float | None, ...]:
+    """Each graph output's quantization step: the scale of the DequantizeLinear that produces it (None: float)."""
+    model = onnx.load(str(path), load_external_data=False)
+    if not any(n.op_type == "DequantizeLinear" for n in model.graph.node):
+        return tuple(None for _ in model.graph.output)
+    constants = _initializers(model)
+    producer = {out: node for node in model.graph.node for out in node.output}
+    steps: list[float | None] = []
+    for output in model.graph.output:
+        node = producer.get(output.name)
+        scale = constants.get(node.input[1]) if node is not None and node.op_type == "DequantizeLinear" else None
+        steps.append(float(np.max(scale)) if scale is not None else None)
+    return tuple(steps)
