@@ -315,6 +315,20 @@ def target_from_table(name: str, table: Mapping[str, Any], known: Mapping[str, T
     return replace(base, **derived, **fields)
 
 
+def microkernel_pairs(targets: Mapping[str, Target]) -> list[tuple[str, str]]:
+    """(default path, data-tiled microkernel path) target pairs: the same features, and the second's flags are
+    the first's plus ``DATA_TILING_UKERNELS`` (e.g. rv64gcv-zvl256b and rv64gcv-zvl256b-mmt4d)."""
+    pairs = []
+    for tiled in targets.values():
+        if not set(DATA_TILING_UKERNELS) <= set(tiled.extra_flags):
+            continue
+        rest = tuple(f for f in tiled.extra_flags if f not in DATA_TILING_UKERNELS)
+        pairs += [(base.name, tiled.name) for base in targets.values()
+                  if base is not tiled and base.arch == tiled.arch and base.features == tiled.features
+                  and base.extra_flags == rest and base.emulator_cpu == tiled.emulator_cpu]
+    return pairs
+
+
 def resolve_targets(names: list[str], available: Mapping[str, Target]) -> list[Target]:
     """Look up targets by name, in the given order, with a clear error for unknown ones."""
     unknown = [n for n in names if n not in available]

@@ -123,3 +123,14 @@ def test_a_rerun_of_the_suites_emulates_nothing_and_judges_the_same(project, tmp
     fresh = project.run(*args, "--rvv-no-cache")
     fresh.assert_outcomes(passed=8)
     fresh.stdout.fnmatch_lines(["rvv: emulated runs: 6 emulated, 0 looked up by content*"])
+
+
+def test_the_shared_plain_run_measures_iree_peak_allocation_like_a_timed_run(rvv):
+    """--print_statistics writes to stderr: a recorded run that kept stdout alone left the metric unmeasured."""
+    from pytest_rvv.perf.measure import measure_performance
+
+    session, model = rvv
+    runner = session.runner(TARGET)
+    shared = measure_performance(session, model, TARGET, runner, repeat=1, timed=False)
+    timed = measure_performance(session, model, TARGET, runner, repeat=1, timed=True)
+    assert shared.metrics["iree_peak_bytes"] == timed.metrics["iree_peak_bytes"] > 0

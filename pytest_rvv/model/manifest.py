@@ -5,8 +5,8 @@
     inputs = [{ name = "x", shape = [1, 3, 64, 64], dtype = "float32", generator = "uniform", low = -1, high = 1 }]
     # generators: uniform, normal (low=mean, high=std), integers, ones, zeros, text-image,
     #             npy (with file = "inputs/x.npy")
-    tolerance = { atol = 1e-4, rtol = 1e-3 }
-    preparation = ["fix-dims"]            # optional, the default
+    tolerance = { atol = 1e-4, rtol = 1e-3 }   # int8 models also: steps = 2 (quantization steps of the output)
+    preparation = ["fix-dims"]            # optional, the default; also "quantize-int8", "float16"
     marks = ["slow"]                      # optional
     seed = 0                              # optional
 
@@ -48,12 +48,12 @@ def model_from_table(name: str, table: Mapping[str, Any], base_dir: Path) -> Mod
         raise fail("inputs", "give a list of { name, shape, dtype, generator } tables")
     inputs = tuple(_input(raw, i, fail, base_dir) for i, raw in enumerate(raw_inputs))
     tol = table.get("tolerance", {})
-    if not isinstance(tol, Mapping) or set(tol) - {"atol", "rtol"}:
-        raise fail("tolerance", "must be { atol = ..., rtol = ... }")
+    if not isinstance(tol, Mapping) or set(tol) - {"atol", "rtol", "steps"}:
+        raise fail("tolerance", "must be { atol = ..., rtol = ..., steps = ... (int8: quantization steps) }")
     try:
         tolerance = Tolerance(**{k: float(v) for k, v in tol.items()})
     except (TypeError, ValueError):
-        raise fail("tolerance", "atol and rtol must be numbers") from None
+        raise fail("tolerance", "atol, rtol and steps must be numbers") from None
     lists = {}
     for field in ("preparation", "marks"):
         value = table.get(field, ["fix-dims"] if field == "preparation" else [])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from pytest_rvv.profile.cores import CORES, Core
 from pytest_rvv.profile.silicon import WHAT_IT_IS
 from pytest_rvv.session import RvvSession
 from pytest_rvv.store import atomic_write_bytes
+from pytest_rvv.targets import microkernel_pairs
 
 PERF_PROPERTY = "rvv_performance"
 PERF_NOTE = "rvv_performance_note"
@@ -91,6 +93,75 @@ def table_one(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
     return lines
 
 
+# The study's comparison, default path vs data-tiled microkernel path: (column, metric, format)
+MICROKERNEL_METRICS = (
+    ("executed instr (M)", "executed_dispatch_instructions", 1e6),
+    ("static vector %", None, 0),
+    ("IREE peak (KiB)", "iree_peak_bytes", 1024),
+    ("module (KiB)", "module_bytes", 1024),
+)
+
+
+def _static_share(metrics: dict[str, Any]) -> float | None:
+    if not metrics.get("static_instructions"):
+        return None
+    return 100 * metrics.get("static_vector", 0) / metrics["static_instructions"]
+
+
+def microkernel_table(rows: dict[tuple[str, str], dict[str, Any]], pairs: list[tuple[str, str]]) -> list[str]:
+    """Default path vs data-tiled microkernel path per model x pair: each metric both ways and the ratio
+    (microkernel / default; below 1 is less)."""
+    cores = _cores(rows)
+    header = ["Model", "default -> microkernel"]
+    for column, _, _ in MICROKERNEL_METRICS:
+        header += [column, "ratio"]
+    estimated = [c for c in cores if any(silicon_metric(c.name) in rows.get((m, t), {}).get("metrics", {})
+                                         for (m, t) in rows for pair in pairs if t == pair[1])]
+    for core in estimated:
+        header += [f"est. {core.label} Mcycles", "ratio"]
+    lines = []
+    for default, tiled in pairs:
+        for model in sorted({m for m, t in rows if t == tiled and (m, default) in rows}):
+            a, b = rows[(model, default)]["metrics"], rows[(model, tiled)]["metrics"]
+            cells = [model, f"{default} -> {tiled}"]
+            values = [((a.get(metric), b.get(metric)) if metric else (_static_share(a), _static_share(b)), scale)
+                      for _, metric, scale in MICROKERNEL_METRICS]
+            values += [((a.get(silicon_metric(c.name)), b.get(silicon_metric(c.name))), 1e6) for c in estimated]
+            for (before, after), scale in values:
+                shown = [("-" if v is None else f"{v / scale:.2f}" if scale else f"{v:.1f}") for v in (before, after)]
+                ratio = f"{after / before:.2f}x" if before and after is not None else "-"
+                cells += [" -> ".join(shown), ratio]
+            lines.append("| " + " | ".join(cells) + " |")
+    if not lines:
+        return []
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *lines]
+
+
+def microkernel_figure(plt: Any, rows: dict[tuple[str, str], dict[str, Any]], pairs: list[tuple[str, str]]) -> Any:
+    """Microkernel path / default path, per model: executed instructions and estimated cycles (below 1: less)."""
+    series: dict[str, dict[str, float]] = {}
+    for default, tiled in pairs:
+        for (model, target), record in rows.items():
+            if target != tiled or (model, default) not in rows:
+                continue
+            a, b = rows[(model, default)]["metrics"], record["metrics"]
+            names = ["executed_dispatch_instructions", *sorted(m for m in b if m.startswith(f"{SILICON}@"))]
+            for name in names:
+                if a.get(name) and b.get(name) is not None:
+                    label = f"{name.replace('executed_dispatch_instructions', 'executed instr')} ({tiled})"
+                    series.setdefault(label, {})[model] = b[name] / a[name]
+    models = sorted({m for values in series.values() for m in values})
+    fig, ax = plt.subplots(figsize=(max(6, len(models) * 0.9), 4))
+    width = 0.8 / max(len(series), 1)
+    for i, (label, values) in enumerate(sorted(series.items())):
+        ax.bar([x + i * width for x in range(len(models))], [values.get(m, 0) for m in models], width, label=label)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks([x + width * (len(series) - 1) / 2 for x in range(len(models))], models, rotation=30, ha="right")
+    ax.set_ylabel("microkernel path / default path")
+    ax.legend(fontsize="x-small")
+    return fig
+
+
 def hot_dispatches(rows: dict[tuple[str, str], dict[str, Any]], shown: int = 3) -> list[str]:
     """Where the silicon would spend its time: the top dispatches by estimated cycles, per model x target x core."""
     lines = []
@@ -106,8 +177,10 @@ def hot_dispatches(rows: dict[tuple[str, str], dict[str, Any]], shown: int = 3) 
     return lines
 
 
-def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -> list[Path]:
-    """JSON, Markdown and PNG plots (matplotlib, Agg backend) of the collected results."""
+def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]],
+                 pairs: Sequence[tuple[str, str]] = ()) -> list[Path]:
+    """JSON, Markdown and PNG plots (matplotlib, Agg backend) of the collected results; ``pairs`` are the
+    (default, microkernel) target pairs compared side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -117,6 +190,9 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -
     written = [directory / "performance.json", directory / "performance.md"]
     atomic_write_bytes(written[0], json.dumps([rows[k] for k in sorted(rows)], indent=1).encode())
     markdown = ["# pytest-rvv performance", "", *table_one(rows)]
+    if micro := microkernel_table(rows, list(pairs)):
+        markdown += ["", "## Default path vs data-tiled microkernel path", "", *micro, "",
+                     f"Estimates: {WHAT_IT_IS}."]
     if hot := hot_dispatches(rows):
         markdown += ["", "## Where the silicon would spend its time (estimated cycles)", "",
                      f"Estimates: {WHAT_IT_IS}.", "", *hot]
@@ -142,6 +218,8 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]]) -
     written.append(_save(plt, speedup_figure(plt, rows), directory / "speedup.png"))
     if _cores(rows):
         written.append(_save(plt, silicon_figure(plt, rows), directory / "silicon.png"))
+    if microkernel_table(rows, list(pairs)):
+        written.append(_save(plt, microkernel_figure(plt, rows, list(pairs)), directory / "microkernels.png"))
     return written
 
 
@@ -208,6 +286,7 @@ class PerformanceCollector:
         self.lines: list[str] = []
         self.notes: dict[str, list[str]] = {}  # the same note on many tests is shown once, with a count
         self.improvements: list[str] = []
+        self.pairs = microkernel_pairs(session.settings.known_targets)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
@@ -229,7 +308,7 @@ class PerformanceCollector:
                                           lambda target, metrics: split(metrics, known[target]), ratios)
         report_dir = self.config.getoption("rvv_report")
         if report_dir:
-            for path in write_report(Path(report_dir), self.rows):
+            for path in write_report(Path(report_dir), self.rows, self.pairs):
                 self.lines.append(f"report: {path}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -240,6 +319,10 @@ class PerformanceCollector:
             terminalreporter.write_line(line)
         if _cores(self.rows):
             terminalreporter.write_line(f"est. = estimated on the silicon core by LLVM's machine model: {WHAT_IT_IS}")
+        if micro := microkernel_table(self.rows, self.pairs):
+            terminalreporter.section("rvv default path vs data-tiled microkernel path", sep="-")
+            for line in micro:
+                terminalreporter.write_line(line)
         for generic, lines in self.notes.items():
             count = f" [{len(lines)} tests]" if len(lines) > 1 else ""
             terminalreporter.write_line((generic if len(lines) > 1 else lines[0]) + count)

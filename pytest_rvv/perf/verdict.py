@@ -156,6 +156,12 @@ def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[
             if not strict:
                 verdict.portable = upgrade_review(verdict.portable, added_work)
         verdict.notes += _silicon_by_dispatch(verdict.portable, refs.portable, result)
+        unmeasured = sorted(m for m in refs.portable.get("metrics", {})
+                            if m not in portable_now and kind_of(m, target) != DIAGNOSTIC)
+        if unmeasured:  # never a silent hole in the gate: say which recorded metrics this run did not measure
+            verdict.notes.append(f"not measured in this run, so not gated: {', '.join(unmeasured)} "
+                                 f"({result.model} on {result.target}" + (f"; {'; '.join(result.notes)})"
+                                                                          if result.notes else ")"))
     elif portable_now:
         verdict.notes.append(f"baseline needed: {refs.portable_path} (record it with --update-baselines)")
     if refs.machine is not None:

@@ -22,13 +22,22 @@ import pytest
 
 from pytest_rvv.errors import RvvError
 from pytest_rvv.fixtures import PERF_BASELINES
-from pytest_rvv.perf.report import PERF_ROWS, hot_dispatches, silicon_figure, speedup_figure, table_one
+from pytest_rvv.perf.report import (
+    PERF_ROWS,
+    hot_dispatches,
+    microkernel_figure,
+    microkernel_table,
+    silicon_figure,
+    speedup_figure,
+    table_one,
+)
 from pytest_rvv.profile.measure import LANES_PROPERTY
 from pytest_rvv.profile.silicon import WHAT_IT_IS
 from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.results import append_step_summary, results, step_summary, write_results
 from pytest_rvv.session import RvvSession
 from pytest_rvv.store import atomic_write_bytes
+from pytest_rvv.targets import microkernel_pairs
 
 CELL_PROPERTY = "rvv_cell"
 COULD_NOT_RUN = "could-not-run"  # no runtime loads the toolchain's modules: not a verdict on the code
@@ -185,6 +194,8 @@ class RunReport:
         comparisons = self._plugin("rvv-toolchain-comparison", "records", [])
         agreement = self._plugin("rvv-agreement", "errors", {})
         table = [[c.strip() for c in line.strip("|").split("|")] for line in table_one(perf)] if perf else []
+        pairs = microkernel_pairs(self.session.settings.known_targets)
+        microkernels = [[c.strip() for c in line.strip("|").split("|")] for line in microkernel_table(perf, pairs)]
         cells = []
         for model in self.rows():
             for target in self.targets():
@@ -208,7 +219,7 @@ class RunReport:
         return env.get_template("index.html.j2").render(history=trend,
             run=run, targets=self.targets(), rows=self.rows(), cells=cells,
             by_key={(c["model"], c["target"]): c for c in cells}, table=table, what_estimates_are=WHAT_IT_IS,
-            plots=plots(perf, vectorization, self.lanes), comparisons=comparisons,
+            microkernels=microkernels, plots=plots(perf, vectorization, self.lanes, pairs), comparisons=comparisons,
             failures=[t for t in self.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in self.tests) for o in ORDER}, anchor=anchor)
 
@@ -234,6 +245,7 @@ def dispatch_table(vectorization: dict[tuple[str, str, str], dict[str, Any]], pe
                      "executed": e.get("instructions"),
                      "share": round(100 * e["vector"] / e["instructions"], 1) if e.get("instructions") else None,
                      "lanes": occupancy[key]["occupancy_percent"] if key in occupancy else None,
+                     "ukernels": e.get("ukernels") or s.get("ukernels") or [],
                      "cycles": {core: cycles.get(key) for core, cycles in silicon.items()}})
     rows.sort(key=lambda r: (-(r["executed"] or 0), -(r["static"] or 0), r["dispatch"]))
     return rows[:DISPATCH_ROWS]
@@ -249,7 +261,8 @@ def _png(plt: Any, fig: Any) -> str:
 
 
 def plots(perf: dict[tuple[str, str], dict[str, Any]], vectorization: dict[tuple[str, str, str], dict[str, Any]],
-          lanes_by_cell: dict[tuple[str, str], dict[str, Any]] | None = None) -> list[tuple[str, str]]:
+          lanes_by_cell: dict[tuple[str, str], dict[str, Any]] | None = None,
+          pairs: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
     """(title, data URL) of the plots a person reads faster than tables, each only when its data exists."""
     import matplotlib
 
@@ -267,6 +280,9 @@ def plots(perf: dict[tuple[str, str], dict[str, Any]], vectorization: dict[tuple
     if any(m.startswith("est_cycles@") for r in perf.values() for m in r["metrics"]):
         out.append(("Emulated time vs estimated silicon time, per model x target",
                     _png(plt, silicon_figure(plt, perf))))
+    if pairs and microkernel_table(perf, pairs):
+        out.append(("Data-tiled microkernel path / default path: executed instructions and estimated cycles",
+                    _png(plt, microkernel_figure(plt, perf, pairs))))
     occupancy = {cell: lanes["total"]["occupancy_percent"] for cell, lanes in (lanes_by_cell or {}).items()}
     if occupancy:
         out.append(("Lane occupancy per model x RVV target (% of VLMAX filled by executed vector instructions)",

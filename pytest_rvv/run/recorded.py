@@ -36,7 +36,7 @@ from pytest_rvv.store import Store, content_sha, digest
 PLAIN, COUNTED, ELEMENTS, OUTPUTS = "plain", "counted", "elements", "outputs"
 KINDS = (PLAIN, COUNTED, ELEMENTS, OUTPUTS)
 NAMESPACE = "runs"
-RECIPE = "recorded-run-v1"
+RECIPE = "recorded-run-v2"  # v2: keeps stderr too (--print_statistics writes there)
 STATISTICS_ARGS = ("--print_statistics",)
 
 
@@ -51,7 +51,7 @@ class RecordedRun:
 
     kind: str
     outputs: list[np.ndarray]
-    stdout: str  # iree-run-module's output: --print_statistics lines
+    stdout: str  # iree-run-module's standard output and error, tails (--print_statistics lines are in stderr)
     counts: Path | None  # the plugin's output (counted and elements runs)
     rss_kb: int | None  # the emulator's peak RSS (plain runs)
     wall_s: float
@@ -139,7 +139,8 @@ class RecordedRuns:
                 np.save(into / f"output_{i}.npy", array, allow_pickle=False)
             if counts.is_file():
                 shutil.copyfile(counts, into / "counts.txt")
-            return {"kind": kind, "outputs": len(outcome.outputs), "stdout": outcome.process.stdout[-20000:],
+            output = outcome.process.stdout[-20000:] + outcome.process.stderr[-20000:]
+            return {"kind": kind, "outputs": len(outcome.outputs), "stdout": output,
                     "rss_kb": int(rss.read_text()) if rss.is_file() else None,
                     "wall_s": round(outcome.process.wall_s, 4), "cpu_s": round(outcome.process.cpu_s, 4),
                     "repro": outcome.repro, "model": artifact.model, "target": runner.target.name}
