@@ -152,7 +152,7 @@ class Compiler:
                 out.unlink(missing_ok=True)
                 shutil.rmtree(tmp / EXECUTABLES, ignore_errors=True)
                 (tmp / "compile.log").write_text(result.stderr[-20000:])
-                crashed = f"iree-compile crashed ({result.status()}): {fatal.group(0)}"
+                crashed = f"iree-compile crashed ({result.status()}): {fatal.group(0)}" + _hint(fatal.group(0), target)
                 return meta | {"status": "failed", "error": crashed}
             if result.timed_out or result.returncode < 0:  # not deterministic: do not cache
                 raise CompileFailed(
@@ -186,6 +186,15 @@ class Compiler:
 _LLVM_FATAL = re.compile(r"LLVM ERROR: [^\n]*")
 _UNKNOWN_FEATURE = re.compile(r"'([^']+)' is not a recognized feature for this target")
 _MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): [^\n]*")
+
+
+def _hint(error: str, target: Target) -> str:
+    """What an abort usually means for this target (measured with IREE 3.13.0), or nothing."""
+    has_half = any(f in target.features for f in ("+zvfh", "+zvfhmin"))
+    if "soft promote" in error and target.has_vector and target.arch == "riscv64" and not has_half:
+        return (" (float16 code on a vector unit without +zvfh/+zvfhmin: add them to the target's features, "
+                "e.g. the rva23u64 target, or run it on rv64gc)")
+    return ""
 
 
 def _entry_function(mlir: Path) -> str:
