@@ -140,7 +140,9 @@ class RvvSession:
         import onnxruntime
 
         path = self.prepared(model)
-        key = digest(["reference-v1", file_sha256(path), repr(model.inputs), str(model.seed), onnxruntime.__version__])
+        level = [] if model.reference_optimizations == "all" else [model.reference_optimizations]
+        key = digest(["reference-v1", file_sha256(path), repr(model.inputs), str(model.seed), onnxruntime.__version__,
+                      *level])
 
         def build(tmp: Path) -> dict[str, object]:
             with self.stages.time("onnxruntime"):
@@ -150,7 +152,7 @@ class RvvSession:
             names = [i.name for i in graph_inputs(load_onnx(path))]
             by_name = dict(zip([s.name for s in model.inputs], model.generate_inputs(), strict=True))
             inputs = [by_name[n] for n in names]
-            outputs = onnxruntime_outputs(path, names, inputs)
+            outputs = onnxruntime_outputs(path, names, inputs, model.reference_optimizations)
             for kind, arrays in (("input", inputs), ("output", outputs)):
                 for i, array in enumerate(arrays):
                     np.save(tmp / f"{kind}_{i}.npy", array, allow_pickle=False)

@@ -8,12 +8,17 @@ import numpy as np
 
 from pytest_rvv.errors import ModelError
 
+OPTIMIZATION_LEVELS = {"all": "ORT_ENABLE_ALL", "basic": "ORT_ENABLE_BASIC"}
 
-def onnxruntime_outputs(model_path: Path, input_names: list[str], inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Run the prepared model with onnxruntime's CPU provider, single-threaded and deterministic."""
+
+def onnxruntime_outputs(model_path: Path, input_names: list[str], inputs: list[np.ndarray],
+                        optimizations: str = "all") -> list[np.ndarray]:
+    """Run the prepared model with onnxruntime's CPU provider, single-threaded and deterministic, at the graph
+    optimization level ``optimizations`` ("all" or "basic", see Model.reference_optimizations)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS[optimizations])
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     try:

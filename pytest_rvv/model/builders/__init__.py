@@ -13,6 +13,7 @@ from functools import partial
 
 import onnx
 
+from pytest_rvv.model.builders import decoder
 from pytest_rvv.model.builders.cnn import alexnet, googlenet, image_inputs, mobilenetv2, nin, squeezenet11
 from pytest_rvv.model.builders.transformer import tinybert, tinybert_inputs
 from pytest_rvv.model.model import InputSpec
@@ -29,6 +30,7 @@ class Builder:
     family: str
     build: Callable[[str, int], onnx.ModelProto]
     inputs: Callable[[str], tuple[InputSpec, ...]]
+    reference_optimizations: str = "all"  # onnxruntime's level for the reference (Model.reference_optimizations)
 
 
 BUILDERS: dict[str, Builder] = {
@@ -46,6 +48,13 @@ BUILDERS: dict[str, Builder] = {
                 "inception CNN", googlenet, partial(image_inputs, "googlenet")),
         Builder("tinybert", "TinyBERT 4L-312D (4 encoder layers, 12 heads, GELU FFN 1200)", "transformer encoder",
                 tinybert, tinybert_inputs),
+        *(Builder(f"llama-{step}{suffix}", f"Llama decoder {what} (2 layers, hidden 64, 4 heads / 2 KV heads, "
+                  f"RoPE, SwiGLU 176, vocab 256){weights}", "decoder LLM",
+                  partial(build, int8w=bool(suffix)), inputs, "basic" if suffix else "all")
+          for step, what, build, inputs in (
+              ("prefill", "prefill of 8 tokens (full: 32)", decoder.prefill, decoder.prefill_inputs),
+              ("decode", "one decode step over a 16-slot KV cache (full: 64)", decoder.decode, decoder.decode_inputs))
+          for suffix, weights in (("", ""), ("-int8w", ", int8 weights (per-channel DequantizeLinear)"))),
     )
 }
 

@@ -79,6 +79,11 @@ class GraphBuilder:
         self.dtypes[out] = np.dtype(dtype)
         return out
 
+    def node(self, op: str, inputs: Sequence[str], shape: Sequence[int], dtype: str = "float32",
+             **attrs: object) -> str:
+        """Any other operator: ``op`` on ``inputs``, whose output has the static ``shape``."""
+        return self._node(op, inputs, shape, dtype, **attrs)
+
     # graph inputs and constants
     def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> str:
         """Declare a graph input with a fixed shape."""

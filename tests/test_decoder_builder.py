@@ -1,0 +1,66 @@
+"""The Llama-style decoder built in code: a prefill graph and a KV-cache decode step that continues it exactly,
+and its weight-only int8 variant, checked with onnxruntime (the IREE runs are the suites' cells)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from pytest_rvv.compare.reference import onnxruntime_outputs
+from pytest_rvv.model.builders import BUILDERS
+from pytest_rvv.model.builders.decoder import HEAD_DIM, KV_HEADS, LAYERS, VOCAB, decode_graph, prefill_graph
+
+PREFILL, CAPACITY = 8, 16
+
+
+def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], level: str = "ORT_ENABLE_BASIC") -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+@pytest.mark.parametrize("int8w", [False, True])
+def test_a_decode_step_continues_the_prefill_through_its_kv_cache(int8w):
+    tokens = np.random.default_rng(3).integers(0, VOCAB, (1, PREFILL + 1)).astype(np.int64)
+    _, keys, values = run(prefill_graph(PREFILL, 0, int8w), {"input_ids": tokens[:, :PREFILL]})
+    whole, _, _ = run(prefill_graph(PREFILL + 1, 0, int8w), {"input_ids": tokens})
+    past_keys = np.full((LAYERS, 1, KV_HEADS, CAPACITY, HEAD_DIM), 99.0, dtype=np.float32)  # beyond: masked out
+    past_values = past_keys.copy()
+    past_keys[:, :, :, :PREFILL], past_values[:, :, :, :PREFILL] = keys, values
+    logits, new_keys, _ = run(decode_graph(CAPACITY, 0, int8w), {
+        "input_ids": tokens[:, PREFILL:], "position": np.array([PREFILL]), "past_keys": past_keys,
+        "past_values": past_values})
+    np.testing.assert_allclose(logits[0, 0], whole[0, PREFILL], atol=1e-5)
+    np.testing.assert_array_equal(new_keys[:, :, :, :PREFILL], keys)  # the past is kept
+    assert not np.allclose(new_keys[:, :, :, PREFILL], 99.0)  # the new token's key is written at its slot
+    np.testing.assert_array_equal(new_keys[:, :, :, PREFILL + 1:], 99.0)
+
+
+def test_int8_weights_move_the_logits_a_little():
+    ids = {"input_ids": np.arange(PREFILL, dtype=np.int64)[None]}
+    f32, int8w = run(prefill_graph(PREFILL, 0), ids)[0], run(prefill_graph(PREFILL, 0, True), ids)[0]
+    assert 0 < np.abs(f32 - int8w).max() < 0.1 * np.abs(f32).max()
+
+
+def test_the_reference_of_a_weight_only_int8_model_is_its_exact_arithmetic(tmp_path):
+    """onnxruntime's extended optimizations quantize the activations of DequantizeLinear -> MatMul: not the model."""
+    path = tmp_path / "m.onnx"
+    onnx.save(prefill_graph(PREFILL, 0, True), str(path))
+    ids = [np.arange(PREFILL, dtype=np.int64)[None]]
+    basic = onnxruntime_outputs(path, ["input_ids"], ids, "basic")[0]
+    fused = onnxruntime_outputs(path, ["input_ids"], ids, "all")[0]
+    exact = run(prefill_graph(PREFILL, 0, True), {"input_ids": ids[0]}, level="ORT_DISABLE_ALL")[0]
+    assert np.abs(fused - basic).max() > 1e-3 > 1e-5 > np.abs(exact - basic).max()
+    assert BUILDERS["llama-prefill-int8w"].reference_optimizations == "basic"
+
+
+@pytest.mark.parametrize("name", [n for n in BUILDERS if n.startswith("llama")])
+def test_the_registered_graphs_are_valid_seeded_and_match_their_inputs(name):
+    builder = BUILDERS[name]
+    model = builder.build("ci", 0)
+    onnx.checker.check_model(model)
+    assert model.SerializeToString() == builder.build("ci", 0).SerializeToString()
+    declared = {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input}
+    assert declared == {spec.name: spec.shape for spec in builder.inputs("ci")}
