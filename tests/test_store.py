@@ -85,3 +85,17 @@ def test_manifest_lists_every_file_with_its_hash(tmp_path):
     manifest = json.loads((entry.path / "manifest.json").read_text())
     assert sorted(manifest["files"]) == ["a", "b"]
     assert manifest["files"]["b"]["size"] == 2
+
+
+def test_a_console_script_is_keyed_by_what_it_runs_not_by_the_environment_it_lives_in(tmp_path):
+    """The importer's path held the checkout's .venv: every clone (and every CI workspace) imported anew."""
+    from pytest_rvv.compile.compiler import _script_identity
+
+    body = "import sys\nfrom iree.compiler.tools.import_onnx.__main__ import _cli_main\nsys.exit(_cli_main())\n"
+    here, there = tmp_path / "a" / "iree-import-onnx", tmp_path / "b" / "iree-import-onnx"
+    for path, python in ((here, "/work/main/.venv/bin/python"), (there, "/check/clone/.venv/bin/python")):
+        path.parent.mkdir()
+        path.write_text(f"#!{python}\n{body}")
+    assert _script_identity(here) == _script_identity(there)
+    there.write_text(f"#!/check/clone/.venv/bin/python\n{body}# another importer\n")
+    assert _script_identity(here) != _script_identity(there)

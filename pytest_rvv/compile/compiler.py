@@ -64,9 +64,11 @@ class Compiler:
 
     def import_onnx(self, model_name: str, prepared: Path, opset: int | None) -> ImportedModel:
         """Import with ``--opset-version opset`` (None: the model's own opset)."""
-        # v2: a deterministic importer error is cached like a compiler error; v3: the importer is in the key
-        key = digest(["import-v3", file_sha256(prepared), str(opset), self.toolchain.compiler_version,
-                      str(self.toolchain.iree_import_onnx.resolve())])
+        # v2: a deterministic importer error is cached like a compiler error; v3: the importer is in the key;
+        # v4: by its code, not its path (the path held the checkout's .venv: every clone imported and compiled
+        # everything again, and a cache restored on a CI runner with another workspace path was never used)
+        key = digest(["import-v4", file_sha256(prepared), str(opset), self.toolchain.compiler_version,
+                      _script_identity(self.toolchain.iree_import_onnx)])
 
         def build(tmp: Path) -> dict[str, object]:
             with self.stages.time("import"):
@@ -186,6 +188,15 @@ class Compiler:
 _LLVM_FATAL = re.compile(r"LLVM ERROR: [^\n]*")
 _UNKNOWN_FEATURE = re.compile(r"'([^']+)' is not a recognized feature for this target")
 _MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): [^\n]*")
+
+
+def _script_identity(path: Path) -> str:
+    """A console script by what it runs: its text without the ``#!`` line (which names the environment's path);
+    a binary by its bytes."""
+    data = path.resolve().read_bytes()
+    if data.startswith(b"#!"):
+        data = data.partition(b"\n")[2]
+    return digest([data])
 
 
 def _hint(error: str, target: Target) -> str:
