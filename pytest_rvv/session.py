@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_rvv.boards import Board
-from pytest_rvv.compare.reference import onnxruntime_outputs
+from pytest_rvv.compare.reference import onnxruntime_outputs, reference_level
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
 from pytest_rvv.errors import ConfigError, RunFailed, RuntimeMismatch, RvvError
 from pytest_rvv.expectations import ExpectedFailure
@@ -140,9 +140,9 @@ class RvvSession:
         import onnxruntime
 
         path = self.prepared(model)
-        level = [] if model.reference_optimizations == "all" else [model.reference_optimizations]
+        level = reference_level(path)
         key = digest(["reference-v1", file_sha256(path), repr(model.inputs), str(model.seed), onnxruntime.__version__,
-                      *level])
+                      *([] if level == "all" else [level])])
 
         def build(tmp: Path) -> dict[str, object]:
             with self.stages.time("onnxruntime"):
@@ -152,7 +152,7 @@ class RvvSession:
             names = [i.name for i in graph_inputs(load_onnx(path))]
             by_name = dict(zip([s.name for s in model.inputs], model.generate_inputs(), strict=True))
             inputs = [by_name[n] for n in names]
-            outputs = onnxruntime_outputs(path, names, inputs, model.reference_optimizations)
+            outputs = onnxruntime_outputs(path, names, inputs, level)
             for kind, arrays in (("input", inputs), ("output", outputs)):
                 for i, array in enumerate(arrays):
                     np.save(tmp / f"{kind}_{i}.npy", array, allow_pickle=False)

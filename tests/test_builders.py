@@ -17,7 +17,8 @@ from pytest_rvv.model.builders import BUILDERS, SIZES
 from pytest_rvv.model.model import InputSpec
 
 NAMES = list(BUILDERS)
-CNNS = [n for n in NAMES if n != "tinybert"]
+CNNS = [n for n in NAMES if BUILDERS[n].family.endswith("CNN")]
+DECODERS = [n for n in NAMES if BUILDERS[n].family == "decoder LLM"]  # more in test_decoder_builder.py
 _DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT64: "int64"}
 
 
@@ -73,17 +74,21 @@ def test_model_is_valid_with_fixed_shapes_matching_its_inputs(name, size):
     onnx.checker.check_model(model)
     assert model.ir_version == 8
     assert [(o.domain, o.version) for o in model.opset_import] == [("", 17)]
-    assert model.graph.name == name.replace(".", "_")
+    assert model.graph.name == name.removesuffix("-int8w").replace(".", "_").replace("-", "_")
     specs = BUILDERS[name].inputs(size)
     assert all(isinstance(s, InputSpec) for s in specs)
     graph_inputs = [(i.name, dims(i), _DTYPES[i.type.tensor_type.elem_type]) for i in model.graph.input]
     assert graph_inputs == [(s.name, s.shape, s.dtype) for s in specs]
-    [output] = model.graph.output
-    assert output.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    assert all(o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for o in model.graph.output)
+    outputs = [(o.name, dims(o)) for o in model.graph.output]
     if name == "tinybert":
-        assert (output.name, dims(output)) == ("last_hidden_state", (1, specs[0].shape[1], 312))
+        assert outputs == [("last_hidden_state", (1, specs[0].shape[1], 312))]
+    elif name in DECODERS:  # logits of each new token, and the KV cache (layers, batch, KV heads, slots, head dim)
+        tokens, slots = specs[0].shape[1], (specs[0].shape[1] if len(specs) == 1 else specs[2].shape[3])
+        assert outputs == [("logits", (1, tokens, 256)), ("present_keys", (2, 1, 2, slots, 16)),
+                           ("present_values", (2, 1, 2, slots, 16))]
     else:
-        assert (output.name, dims(output)) == ("output", (1, 1000))
+        assert outputs == [("output", (1, 1000))]
     assert all(d > 0 for shape in inferred_shapes(name, size).values() for d in shape), "a dynamic dimension"
 
 
@@ -129,8 +134,8 @@ def test_build_is_deterministic_and_seeded(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_onnxruntime_outputs_are_finite_and_not_degenerate(name):
-    [out] = ort_outputs(name)
-    assert np.isfinite(out).all()
+    out, *cache = ort_outputs(name)
+    assert all(np.isfinite(o).all() for o in [out, *cache])
     assert out.std() > 0.1, "weights collapse the activations"
     assert np.abs(out).max() < 1000, "weights blow the activations up"
     if name == "tinybert":  # post-LN: every token vector is normalised
@@ -249,8 +254,10 @@ def test_tinybert_attention_mask_is_applied():
 
 
 def test_registry_metadata():
-    families = {"depthwise CNN", "plain CNN", "large-kernel CNN", "inception CNN", "transformer encoder"}
-    assert NAMES == ["mobilenetv2", "squeezenet1.1", "alexnet", "nin", "googlenet", "tinybert"]
+    families = {"depthwise CNN", "plain CNN", "large-kernel CNN", "inception CNN", "transformer encoder",
+                "decoder LLM"}
+    assert NAMES == ["mobilenetv2", "squeezenet1.1", "alexnet", "nin", "googlenet", "tinybert", "llama-prefill",
+                     "llama-prefill-int8w", "llama-decode", "llama-decode-int8w"]
     for name, builder in BUILDERS.items():
         assert builder.name == name
         assert builder.family in families

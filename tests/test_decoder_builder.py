@@ -8,7 +8,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from pytest_rvv.compare.reference import onnxruntime_outputs
+from pytest_rvv.compare.reference import onnxruntime_outputs, reference_level
 from pytest_rvv.model.builders import BUILDERS
 from pytest_rvv.model.builders.decoder import HEAD_DIM, KV_HEADS, LAYERS, VOCAB, decode_graph, prefill_graph
 
@@ -53,7 +53,7 @@ def test_the_reference_of_a_weight_only_int8_model_is_its_exact_arithmetic(tmp_p
     fused = onnxruntime_outputs(path, ["input_ids"], ids, "all")[0]
     exact = run(prefill_graph(PREFILL, 0, True), {"input_ids": ids[0]}, level="ORT_DISABLE_ALL")[0]
     assert np.abs(fused - basic).max() > 1e-3 > 1e-5 > np.abs(exact - basic).max()
-    assert BUILDERS["llama-prefill-int8w"].reference_optimizations == "basic"
+    assert reference_level(path) == "basic"
 
 
 @pytest.mark.parametrize("name", [n for n in BUILDERS if n.startswith("llama")])

@@ -113,11 +113,6 @@ class Model:
     seed: int = 0
     marks: tuple[str, ...] = ()
     description: str = ""
-    # onnxruntime's graph optimizations for the reference: "all" (its default) or "basic". Weight-only int8
-    # models need "basic": the extended level fuses DequantizeLinear -> MatMul into a MatMul that quantizes
-    # the activations too, which is not the model's arithmetic (measured: 2.0e-3 off the exact result of a
-    # 64x32 layer, where IREE is within 9e-8).
-    reference_optimizations: str = "all"
 
     def generate_inputs(self) -> list[np.ndarray]:
         """Seeded inputs, identical on every call and every machine."""

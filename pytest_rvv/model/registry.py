@@ -118,7 +118,6 @@ def _generated(size: str) -> list[Model]:
             preparation=(),
             tolerance=tolerance.get(name, Tolerance(atol=1e-4, rtol=1e-3)),
             marks=("slow",) if size == "full" else (),
-            reference_optimizations=builder.reference_optimizations,
         )
         for name, builder in BUILDERS.items()
     ]

@@ -30,7 +30,6 @@ class Builder:
     family: str
     build: Callable[[str, int], onnx.ModelProto]
     inputs: Callable[[str], tuple[InputSpec, ...]]
-    reference_optimizations: str = "all"  # onnxruntime's level for the reference (Model.reference_optimizations)
 
 
 BUILDERS: dict[str, Builder] = {
@@ -50,7 +49,7 @@ BUILDERS: dict[str, Builder] = {
                 tinybert, tinybert_inputs),
         *(Builder(f"llama-{step}{suffix}", f"Llama decoder {what} (2 layers, hidden 64, 4 heads / 2 KV heads, "
                   f"RoPE, SwiGLU 176, vocab 256){weights}", "decoder LLM",
-                  partial(build, int8w=bool(suffix)), inputs, "basic" if suffix else "all")
+                  partial(build, int8w=bool(suffix)), inputs)
           for step, what, build, inputs in (
               ("prefill", "prefill of 8 tokens (full: 32)", decoder.prefill, decoder.prefill_inputs),
               ("decode", "one decode step over a 16-slot KV cache (full: 64)", decoder.decode, decoder.decode_inputs))
