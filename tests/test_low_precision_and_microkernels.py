@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -109,6 +110,35 @@ def test_a_float16_model_runs_where_the_vector_unit_has_zvfh(tmp_path):
     prepared = onnx.load(str(session.prepared(model)))
     assert any(i.data_type == TensorProto.FLOAT16 for i in prepared.graph.initializer)
     assert check_agreement(session, model, runner_or_skip(session, RVA23), tmp_path).ok
+
+
+def test_a_bfloat16_model_agrees_with_its_bfloat16_arithmetic_on_rva23(tmp_path):
+    """onnxruntime has no bfloat16 MatMul: the reference is the graph in float32 with every bf16 value rounded."""
+    mlp_model(tmp_path / "mlp.onnx")
+    session, models = session_for(tmp_path, {
+        "mlp-bf16": {"path": "mlp.onnx", "inputs": MLP_INPUTS, "preparation": ["fix-dims", "bfloat16"],
+                     "tolerance": {"atol": 1e-2, "rtol": 1e-2}},
+        "mlp": {"path": "mlp.onnx", "inputs": MLP_INPUTS}})
+    model = models["mlp-bf16"]
+    prepared = onnx.load(str(session.prepared(model)))
+    assert {i.data_type for i in prepared.graph.initializer} == {TensorProto.BFLOAT16}
+    [ours], [f32] = session.reference(model).outputs, session.reference(models["mlp"]).outputs
+    assert ours.dtype == np.float32
+    np.testing.assert_array_equal(ours.astype(ml_dtypes.bfloat16).astype(np.float32), ours)  # rounded to bf16
+    assert 1e-4 < np.abs(ours - f32).max() < 1e-2  # the rounding is real, and bf16-sized
+    assert check_agreement(session, model, runner_or_skip(session, RVA23), tmp_path).ok
+
+
+def test_an_operator_that_takes_no_bfloat16_is_refused_in_one_line(tmp_path):
+    weight = numpy_helper.from_array(np.ones((2, 1, 3, 3), dtype=np.float32), "w")
+    save_model(tmp_path / "conv.onnx", [helper.make_node("Conv", ["x", "w"], ["y"])],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 6])], [weight])
+    _, models = session_for(tmp_path, {"conv-bf16": {"path": "conv.onnx", "preparation": ["bfloat16"],
+                                                     "inputs": [{"name": "x", "shape": [1, 1, 8, 8]}]}})
+    with pytest.raises(ModelError, match=r"^model 'conv-bf16': an operator does not take bfloat16 .*Conv") as err:
+        prepare(models["conv-bf16"], tmp_path / "cache")
+    assert "\n" not in str(err.value)
 
 
 def test_a_cpu_feature_the_compiler_does_not_know_is_refused_not_ignored(tmp_path):

@@ -16,7 +16,7 @@ import onnx
 
 from pytest_rvv.errors import ModelError
 from pytest_rvv.model.model import Model
-from pytest_rvv.model.quantize import check_quantization, quantize_int8, to_float16
+from pytest_rvv.model.quantize import check_quantization, quantize_int8, to_bfloat16, to_float16
 from pytest_rvv.store import Store, digest, file_sha256
 
 
@@ -195,6 +195,7 @@ STEPS: dict[str, Step] = {
         Step("quantize-int8", quantize_int8,
              "static int8 QDQ quantization by onnxruntime (per-channel weights, 8 seeded calibration inputs)"),
         Step("float16", to_float16, "float16 weights and activations (onnxconverter-common), float32 I/O"),
+        Step("bfloat16", to_bfloat16, "bfloat16 weights and activations (round-to-nearest-even), float32 I/O"),
     )
 }
 
@@ -205,6 +206,10 @@ def _tool_versions(steps: tuple[str, ...]) -> list[str]:
         import onnxruntime
 
         versions.append(f"onnxruntime={onnxruntime.__version__}")
+    if "bfloat16" in steps:
+        import ml_dtypes
+
+        versions.append(f"ml_dtypes={ml_dtypes.__version__}")
     if "float16" in steps:
         from importlib.metadata import PackageNotFoundError, version
 

@@ -1,4 +1,5 @@
-"""Low-precision preparation steps: int8 QDQ (onnxruntime's own static quantizer) and float16 (onnxconverter-common).
+"""Low-precision preparation steps: int8 QDQ (onnxruntime's own static quantizer), float16 (onnxconverter-common)
+and bfloat16 (ml_dtypes' round-to-nearest-even).
 
 Both are steps of ``model/prepare.py``: the prepared file is what onnxruntime (the reference) and IREE both
 consume, so agreement is against onnxruntime's own quantized or half-precision result, not the float model.
@@ -55,6 +56,96 @@ def to_float16(model: onnx.ModelProto, spec: Model) -> onnx.ModelProto:
         raise ModelError(f"model {spec.name!r}: the float16 step needs onnxconverter-common "
                          "(pip install onnxconverter-common)") from exc
     return float16.convert_float_to_float16(model, keep_io_types=True)
+
+
+def to_bfloat16(model: onnx.ModelProto, spec: Model) -> onnx.ModelProto:
+    """Weights and activations in bfloat16, float32 graph inputs and outputs kept (a Cast at each end).
+
+    Every operator must take bfloat16 at the model's opset (MatMul, Add, Softmax... do; Conv does not before
+    opset 22): otherwise one line names the operator.
+    """
+    import ml_dtypes
+
+    converted = onnx.ModelProto()
+    converted.CopyFrom(model)
+    graph = converted.graph
+    for tensor in graph.initializer:
+        if tensor.data_type == onnx.TensorProto.FLOAT:
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(ml_dtypes.bfloat16),
+                                                    tensor.name))
+    for node in graph.node:
+        for attribute in node.attribute:
+            if node.op_type == "Cast" and attribute.name == "to" and attribute.i == onnx.TensorProto.FLOAT:
+                attribute.i = onnx.TensorProto.BFLOAT16
+            elif attribute.type == onnx.AttributeProto.TENSOR and attribute.t.data_type == onnx.TensorProto.FLOAT:
+                value = numpy_helper.to_array(attribute.t).astype(ml_dtypes.bfloat16)
+                attribute.t.CopyFrom(numpy_helper.from_array(value, attribute.t.name))
+    floats = lambda values: [v.name for v in values if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT]  # noqa: E731
+    renamed = {name: f"{name}_bf16" for name in [*floats(graph.input), *floats(graph.output)]}
+    for node in graph.node:
+        node.input[:] = [renamed.get(n, n) for n in node.input]
+        node.output[:] = [renamed.get(n, n) for n in node.output]
+    entry = [onnx.helper.make_node("Cast", [n], [renamed[n]], to=onnx.TensorProto.BFLOAT16, name=f"{n}_to_bf16")
+             for n in floats(graph.input)]
+    exit_ = [onnx.helper.make_node("Cast", [renamed[n]], [n], to=onnx.TensorProto.FLOAT, name=f"{n}_to_f32")
+             for n in floats(graph.output)]
+    nodes = [*entry, *graph.node, *exit_]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.value_info[:]
+    try:
+        onnx.shape_inference.infer_shapes(converted, check_type=True, strict_mode=True)
+    except Exception as exc:  # onnx raises InferenceError / ValidationError
+        first = str(exc).strip().splitlines()[0]
+        raise ModelError(f"model {spec.name!r}: an operator does not take bfloat16 at opset "
+                         f"{spec.opset}: {first}; leave out the bfloat16 step") from exc
+    return converted
+
+
+def has_bfloat16(model: onnx.ModelProto) -> bool:
+    """Whether any initializer or Cast of the graph is bfloat16 (the bfloat16 step's output)."""
+    return any(t.data_type == onnx.TensorProto.BFLOAT16 for t in model.graph.initializer) or any(
+        a.name == "to" and a.i == onnx.TensorProto.BFLOAT16 for n in model.graph.node if n.op_type == "Cast"
+        for a in n.attribute)
+
+
+def emulate_bfloat16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same graph in float32 with every bfloat16 value rounded to bfloat16: the bfloat16 model's arithmetic,
+    in a form onnxruntime runs (its CPU provider has Cast to and from bfloat16, but no bfloat16 MatMul).
+
+    Each operator computes in float32 from bfloat16 values and rounds its result once, as IREE's bfloat16 code
+    does (it widens to f32, computes, and truncates with round-to-nearest-even).
+    """
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    bf16 = {v.name for v in [*inferred.graph.value_info, *inferred.graph.output]
+            if v.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16}
+    emulated = onnx.ModelProto()
+    emulated.CopyFrom(model)
+    graph = emulated.graph
+    for tensor in graph.initializer:
+        if tensor.data_type == onnx.TensorProto.BFLOAT16:
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name))
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.TENSOR and attribute.t.data_type == onnx.TensorProto.BFLOAT16:
+                attribute.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(attribute.t).astype(np.float32),
+                                                             attribute.t.name))
+        rounded = [n for n in node.output if n in bf16]
+        node.output[:] = [f"{n}_f32" if n in bf16 else n for n in node.output]
+        if node.op_type == "Cast":
+            for attribute in node.attribute:
+                if attribute.name == "to" and attribute.i == onnx.TensorProto.BFLOAT16:
+                    attribute.i = onnx.TensorProto.FLOAT
+        nodes.append(node)
+        for name in rounded:
+            nodes.append(onnx.helper.make_node("Cast", [f"{name}_f32"], [f"{name}_rounded"],
+                                               to=onnx.TensorProto.BFLOAT16))
+            nodes.append(onnx.helper.make_node("Cast", [f"{name}_rounded"], [name], to=onnx.TensorProto.FLOAT))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.value_info[:]
+    return emulated
 
 
 def _initializers(model: onnx.ModelProto) -> dict[str, np.ndarray]:
