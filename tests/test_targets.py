@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_rvv.errors import ConfigError
-from pytest_rvv.targets import BUILTIN_TARGETS, Target, target_from_table
+from pytest_rvv.targets import BUILTIN_TARGETS, Target, microkernel_pairs, target_from_table
 
 
 def test_builtin_targets_are_the_documented_set():
@@ -92,3 +92,14 @@ def test_user_target_with_unknown_key_names_the_table_and_key():
 def test_user_target_extending_unknown_target_is_refused():
     with pytest.raises(ConfigError, match="extends unknown target 'rv32'"):
         target_from_table("x", {"extends": "rv32"}, BUILTIN_TARGETS)
+
+
+def test_a_user_defined_data_tiled_twin_at_vlen_512_pairs_with_its_default_path_on_the_x280():
+    """The microkernel comparison for the X280 (VLEN 512): one table in pyproject.toml, no code."""
+    twin = target_from_table("rv64gcv-zvl512b-mmt4d", {
+        "extends": "rv64gcv-zvl512b",
+        "extra-flags": ["--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d"]}, BUILTIN_TARGETS)
+    targets = {**BUILTIN_TARGETS, twin.name: twin}
+    assert ("rv64gcv-zvl512b", "rv64gcv-zvl512b-mmt4d") in microkernel_pairs(targets)
+    assert "sifive-x280" in [c.name for c in twin.cores()]
+    assert twin.emulator_cpu == BUILTIN_TARGETS["rv64gcv-zvl512b"].emulator_cpu
