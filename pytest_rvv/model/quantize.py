@@ -69,17 +69,8 @@ def to_bfloat16(model: onnx.ModelProto, spec: Model) -> onnx.ModelProto:
     converted = onnx.ModelProto()
     converted.CopyFrom(model)
     graph = converted.graph
-    for tensor in graph.initializer:
-        if tensor.data_type == onnx.TensorProto.FLOAT:
-            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(ml_dtypes.bfloat16),
-                                                    tensor.name))
-    for node in graph.node:
-        for attribute in node.attribute:
-            if node.op_type == "Cast" and attribute.name == "to" and attribute.i == onnx.TensorProto.FLOAT:
-                attribute.i = onnx.TensorProto.BFLOAT16
-            elif attribute.type == onnx.AttributeProto.TENSOR and attribute.t.data_type == onnx.TensorProto.FLOAT:
-                value = numpy_helper.to_array(attribute.t).astype(ml_dtypes.bfloat16)
-                attribute.t.CopyFrom(numpy_helper.from_array(value, attribute.t.name))
+    _retype_constants(graph, onnx.TensorProto.FLOAT, ml_dtypes.bfloat16)
+    _retype_casts(graph, onnx.TensorProto.FLOAT, onnx.TensorProto.BFLOAT16)
     floats = lambda values: [v.name for v in values if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT]  # noqa: E731
     renamed = {name: f"{name}_bf16" for name in [*floats(graph.input), *floats(graph.output)]}
     for node in graph.node:
@@ -122,21 +113,12 @@ def emulate_bfloat16(model: onnx.ModelProto) -> onnx.ModelProto:
     emulated = onnx.ModelProto()
     emulated.CopyFrom(model)
     graph = emulated.graph
-    for tensor in graph.initializer:
-        if tensor.data_type == onnx.TensorProto.BFLOAT16:
-            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name))
+    _retype_constants(graph, onnx.TensorProto.BFLOAT16, np.float32)
+    _retype_casts(graph, onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT)
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.TENSOR and attribute.t.data_type == onnx.TensorProto.BFLOAT16:
-                attribute.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(attribute.t).astype(np.float32),
-                                                             attribute.t.name))
         rounded = [n for n in node.output if n in bf16]
         node.output[:] = [f"{n}_f32" if n in bf16 else n for n in node.output]
-        if node.op_type == "Cast":
-            for attribute in node.attribute:
-                if attribute.name == "to" and attribute.i == onnx.TensorProto.BFLOAT16:
-                    attribute.i = onnx.TensorProto.FLOAT
         nodes.append(node)
         for name in rounded:
             nodes.append(onnx.helper.make_node("Cast", [f"{name}_f32"], [f"{name}_rounded"],
@@ -146,6 +128,23 @@ def emulate_bfloat16(model: onnx.ModelProto) -> onnx.ModelProto:
     graph.node.extend(nodes)
     del graph.value_info[:]
     return emulated
+
+
+def _retype_constants(graph: onnx.GraphProto, source: int, dtype: type) -> None:
+    """Convert every ``source``-typed initializer and tensor attribute (Constant, ConstantOfShape) to ``dtype``."""
+    tensors = [*graph.initializer, *(a.t for n in graph.node for a in n.attribute
+                                     if a.type == onnx.AttributeProto.TENSOR)]
+    for tensor in tensors:
+        if tensor.data_type == source:
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(dtype), tensor.name))
+
+
+def _retype_casts(graph: onnx.GraphProto, source: int, target: int) -> None:
+    """Make every Cast to ``source`` a Cast to ``target``."""
+    for node in graph.node:
+        for attribute in node.attribute:
+            if node.op_type == "Cast" and attribute.name == "to" and attribute.i == source:
+                attribute.i = target
 
 
 def _initializers(model: onnx.ModelProto) -> dict[str, np.ndarray]:

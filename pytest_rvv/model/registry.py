@@ -127,7 +127,7 @@ def _generated(size: str) -> list[Model]:
 # model/quantize.py; onnxruntime at its basic level, compare/reference.py). Measured with IREE 3.13.0: 0 steps
 # for squeezenet1.1-int8 and llama-prefill-int8 on all 8 built-in targets; one step is allowed for rounding ties
 # of the CNN, two for the transformer (whose 1-step logit differences were measured against onnxruntime's
-# fused kernels on an AVX-512 machine).
+# fused kernels on another machine).
 # f16: relative, as float16 carries 11 significant bits (eps 9.8e-4) and IREE and onnxruntime round and
 # accumulate differently: squeezenet1.1-f16 measured max abs 5.9e-3 (rel 5.7e-2 on a small logit) on host,
 # rv64gc and rva23u64, against outputs up to ~5.
