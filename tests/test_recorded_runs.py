@@ -60,6 +60,10 @@ def test_a_second_run_is_looked_up_and_equals_a_fresh_one(rvv):
     assert fresh.emulated == 1 and not rerun.cached
     assert all(np.array_equal(a, b) for a, b in zip(again.outputs, rerun.outputs, strict=True))
     assert dispatches(session, model, again) == dispatches(session, model, rerun)  # the same work in every dispatch
+    kept = rerun.counts
+    assert kept is not None and kept.is_file()
+    del fresh, rerun
+    assert not kept.exists()  # a fresh run's counts live as long as its RecordedRuns, and leave nothing in /tmp
 
 
 def test_each_part_of_the_key_runs_it_again(rvv, tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rvv.errors import ConfigError, ToolMissing
+from pytest_rvv.profile import silicon
 from pytest_rvv.profile.cores import CORES
 from pytest_rvv.profile.counts import ExecutedCounts
 from pytest_rvv.profile.silicon import MCA, estimate
@@ -112,6 +113,17 @@ def test_estimates_are_deterministic_computed_afresh_or_from_the_cache(kernels, 
     cached = estimate(counts, (binary,), "riscv64", [X60], Store(tmp_path / "a"))[X60.name]
     assert fresh[0].dispatches == fresh[1].dispatches == cached.dispatches
     assert not fresh[0].cached and cached.cached
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_blocks_estimated_in_chunks_cost_exactly_what_one_llvm_mca_input_says(kernels, tmp_path, monkeypatch,
+                                                                               chunk):
+    binary, counts = kernels
+    whole = estimate(counts, (binary,), "riscv64", [X60], Store(tmp_path / "whole"))[X60.name]
+    monkeypatch.setattr(silicon, "CHUNK", chunk)  # regions without a vtype, then m1, then m8, split anywhere
+    chunked = estimate(counts, (binary,), "riscv64", [X60], Store(tmp_path / "chunked"))[X60.name]
+    assert whole.blocks == chunked.blocks == 8 and not chunked.cached
+    assert chunked.dispatches == whole.dispatches
 
 
 def test_each_core_has_the_vlen_clang_states(mca):

@@ -81,6 +81,7 @@ class RecordedRuns:
         self.stages = stages or Stages()
         self.timeout_s = timeout_s
         self.fresh = fresh
+        self._kept: tempfile.TemporaryDirectory[str] | None = None  # fresh runs' counts; removed with this object
 
     @property
     def emulated(self) -> int:
@@ -103,7 +104,7 @@ class RecordedRuns:
         if self.fresh:
             with tempfile.TemporaryDirectory(prefix="pytest-rvv-run-") as tmp:
                 meta = self._emulate(kind, artifact, runner, inputs, num_outputs, helper, Path(tmp), workdir)
-                return self._load(kind, Path(tmp), meta, cached=False, keep=True)
+                return self._load(kind, Path(tmp), meta, cached=False, keep=self._keep_dir())
         key = run_key(kind, artifact, runner, inputs, helper)
 
         def emulate(tmp: Path) -> dict[str, Any]:
@@ -145,11 +146,17 @@ class RecordedRuns:
                     "wall_s": round(outcome.process.wall_s, 4), "cpu_s": round(outcome.process.cpu_s, 4),
                     "repro": outcome.repro, "model": artifact.model, "target": runner.target.name}
 
-    def _load(self, kind: str, path: Path, meta: dict[str, Any], cached: bool, keep: bool = False) -> RecordedRun:
+    def _keep_dir(self) -> Path:
+        if self._kept is None:
+            self._kept = tempfile.TemporaryDirectory(prefix="pytest-rvv-counts-")
+        return Path(self._kept.name)
+
+    def _load(self, kind: str, path: Path, meta: dict[str, Any], cached: bool,
+              keep: Path | None = None) -> RecordedRun:
         outputs = [np.load(path / f"output_{i}.npy", allow_pickle=False) for i in range(int(meta["outputs"]))]
         counts = path / "counts.txt" if (path / "counts.txt").is_file() else None
-        if keep and counts is not None:  # a fresh run's folder goes away: keep its counts beside the process
-            kept = Path(tempfile.mkdtemp(prefix="pytest-rvv-counts-")) / "counts.txt"
+        if keep is not None and counts is not None:  # a fresh run's folder goes away: keep its counts in ``keep``
+            kept = Path(tempfile.mkdtemp(dir=keep)) / "counts.txt"
             shutil.copyfile(counts, kept)
             counts = kept
         return RecordedRun(kind, outputs, str(meta["stdout"]), counts, meta.get("rss_kb"), float(meta["wall_s"]),
