@@ -53,7 +53,7 @@ def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Tar
     """Run the static-analysis gate for this model x target against its snapshot."""
 
     def check() -> GateResult:
-        analysis = analyze(rvv_session.artifact(rvv_model, rvv_target))
+        analysis = analyze(rvv_session.artifact(rvv_model, rvv_target), rvv_session.store, rvv_session.stages)
         return check_vectorization(rvv_snapshot, analysis.snapshot(), rvv_target,
                                    max_share_drop=rvv_session.settings.max_vector_share_drop,
                                    strict=request.config.getoption("rvv_strict_baselines"),

@@ -63,8 +63,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --rvv-compare: write a reproducer folder per regressed model x target into DIR "
                          "(default: <cache>/repro)")
     group.addoption("--rvv-profile", action="store_true", default=False,
-                    help="print wall and CPU time per stage (prepare, onnxruntime, import, compile, emulate, count, "
-                         "estimate) and cache hits, summed over xdist workers (also with -v)")
+                    help="print wall and CPU time per stage (prepare, onnxruntime, import, compile, analyze, emulate, "
+                         "count, estimate) and cache hits, summed over xdist workers (also with -v)")
     group.addoption("--rvv-no-cache", action="store_true", default=False,
                     help="emulate every run again instead of looking up recorded runs (outputs, executed counts, "
                          "IREE statistics) in the cache; nothing new is recorded")

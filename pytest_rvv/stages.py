@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 STAGES_PROPERTY = "rvv_stages"
-ORDER = ("prepare", "onnxruntime", "import", "compile", "emulate", "emulate (timed)", "count", "estimate")
+ORDER = ("prepare", "onnxruntime", "import", "compile", "analyze", "emulate", "emulate (timed)", "count", "estimate")
 
 
 def _cpu_s() -> float:

@@ -4,17 +4,19 @@ An entry is a directory ``ROOT/NAMESPACE/KK/KEY/`` holding files plus ``manifest
 every file with its size and sha256 and carries free-form metadata. Entries are built in a private
 temporary directory and published with one atomic ``rename``, under a per-key file lock, so no
 reader ever sees a partial entry. An entry whose files do not match its manifest is corrupt: it is
-moved aside and rebuilt.
+moved aside and rebuilt. A process hashes each file once: it remembers the hash of a file by path,
+inode, size and modification time, unless the file changed less than ``SETTLED_S`` before it was
+read (timestamps are coarse: such a file is read again).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,15 +46,21 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-@functools.cache
-def _sha_of(path: str, size: int, mtime_ns: int) -> str:
-    return file_sha256(Path(path))
+SETTLED_S = 2.0
+_HASHED: dict[tuple[str, int, int, int], str] = {}
 
 
 def content_sha(path: Path) -> str:
-    """``file_sha256``, computed once per (path, size, mtime) in this process (runtimes, modules, counts files)."""
+    """``file_sha256``, computed once per (path, inode, size, mtime) in this process (runtimes, modules, counts
+    files, store entries), except for a file that changed less than ``SETTLED_S`` before it was read."""
     stat = Path(path).stat()
-    return _sha_of(str(path), stat.st_size, stat.st_mtime_ns)
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    sha = _HASHED.get(key)
+    if sha is None:
+        sha = file_sha256(Path(path))
+        if time.time_ns() - stat.st_mtime_ns > SETTLED_S * 1e9:
+            _HASHED[key] = sha
+    return sha
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -143,7 +151,7 @@ def _verified_meta(path: Path) -> dict[str, Any] | None:
         manifest = json.loads((path / MANIFEST).read_text())
         for name, info in manifest["files"].items():
             file = path / name
-            if file.stat().st_size != info["size"] or file_sha256(file) != info["sha256"]:
+            if file.stat().st_size != info["size"] or content_sha(file) != info["sha256"]:
                 return None
         return manifest["meta"]
     except (OSError, ValueError, KeyError, TypeError):

@@ -8,6 +8,8 @@ from pytest_rvv.analyze.static import analyze
 from pytest_rvv.model.manifest import model_from_table
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import Settings
+from pytest_rvv.stages import Stages
+from pytest_rvv.store import Store
 from pytest_rvv.targets import BUILTIN_TARGETS
 
 from .conftest import USER_CACHE, mlp_model
@@ -47,3 +49,20 @@ def test_snapshot_record_is_deterministic_and_json(compiled):
     assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
     assert first["totals"]["vector_share_percent"] == round(
         100 * first["totals"]["vector"] / first["totals"]["instructions"], 2)
+
+
+def test_an_analysis_kept_in_the_store_equals_a_fresh_one_and_other_libraries_are_analyzed_again(compiled,
+                                                                                                  tmp_path):
+    store, stages = Store(tmp_path / "store"), Stages()
+    artifact = compiled("rv64gcv-zvl256b")
+    fresh = json.dumps(analyze(artifact).snapshot())
+    assert json.dumps(analyze(artifact, store, stages).snapshot()) == fresh  # analyzed, then kept
+    assert json.dumps(analyze(artifact, store, stages).snapshot()) == fresh  # read back
+    assert stages.totals["analyze"][2:] == [1, 1]  # worked once, answered once by the store
+    other = compiled("rv64gcv-zvl512b")  # other library bytes: analyzed again, never answered by the first
+    assert json.dumps(analyze(other, store, stages).snapshot()) == json.dumps(analyze(other).snapshot()) != fresh
+    assert stages.totals["analyze"][2:] == [2, 1]
+    for entry in (tmp_path / "store" / "static").glob("*/*/static.json"):
+        entry.write_text(entry.read_text().replace('"instructions": ', '"instructions": 1'))  # damaged
+    assert json.dumps(analyze(artifact, store, stages).snapshot()) == fresh  # detected by hash, analyzed again
+    assert stages.totals["analyze"][2:] == [3, 1]

@@ -172,8 +172,8 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
         before, after = result_b.executed, result_a.executed
     elif target.arch != HOST:
         comparison.counted = "static"
-        before = analyze(reference.artifact(model, target)).snapshot()
-        after = analyze(under_test.artifact(model, target)).snapshot()
+        before = analyze(reference.artifact(model, target), reference.store, reference.stages).snapshot()
+        after = analyze(under_test.artifact(model, target), under_test.store, under_test.stages).snapshot()
     else:
         return comparison
     comparison.gate = check_gate(before, after, target, max_share_drop, work=comparison.counted == "executed",

@@ -68,7 +68,7 @@ def compile_side(session: RvvSession, model: Model, target: Target, runner: Runn
     result.metrics.update(compile_s=round(artifact.compile_s, 3), module_bytes=artifact.size_bytes,
                           dispatch_code_bytes=dispatch_code_bytes(artifact.executables))
     if target.arch != HOST:
-        total = analyze(artifact).total
+        total = analyze(artifact, session.store, session.stages).total
         result.metrics.update(static_instructions=total.instructions, static_vector=total.vector)
     return result
 
