@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -124,6 +125,13 @@ def test_blocks_estimated_in_chunks_cost_exactly_what_one_llvm_mca_input_says(ke
     chunked = estimate(counts, (binary,), "riscv64", [X60], Store(tmp_path / "chunked"))[X60.name]
     assert whole.blocks == chunked.blocks == 8 and not chunked.cached
     assert chunked.dispatches == whole.dispatches
+
+
+def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    for workers, jobs in (("1", 64), ("16", 4), ("64", 2), ("", 64)):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", workers)
+        assert silicon.mca_jobs() == jobs
 
 
 def test_each_core_has_the_vlen_clang_states(mca):

@@ -10,6 +10,7 @@ produces lies on a grid of its scale, and ``Tolerance.steps`` allows that many s
 from __future__ import annotations
 
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,9 @@ def to_float16(model: onnx.ModelProto, spec: Model) -> onnx.ModelProto:
     except ImportError as exc:
         raise ModelError(f"model {spec.name!r}: the float16 step needs onnxconverter-common "
                          "(pip install onnxconverter-common)") from exc
-    return float16.convert_float_to_float16(model, keep_io_types=True)
+    with warnings.catch_warnings():  # it warns once per weight it clamps to float16's range (by design): not news
+        warnings.filterwarnings("ignore", message="the float32 number .* will be truncated to", category=UserWarning)
+        return float16.convert_float_to_float16(model, keep_io_types=True)
 
 
 def to_bfloat16(model: onnx.ModelProto, spec: Model) -> onnx.ModelProto:

@@ -159,12 +159,11 @@ def region_cycles(mca: Path, core: Core, ordered: list[BlockCode]) -> tuple[list
 
     llvm-mca matches every instruction against every code region of its input, which is quadratic
     (measured: an X280 estimate of 16,022 blocks took 238.6 s in one input and 9.6 s in chunks of
-    500 on 2 CPUs, with identical cycles), so the regions go in chunks, run in parallel over this
-    machine's CPUs. Each region is simulated on its own, so chunks change no figure."""
+    500 on 2 CPUs, with identical cycles), so the regions go in chunks, ``mca_jobs()`` at a time.
+    Each region is simulated on its own, so chunks change no figure."""
     chunks = chunk_sources(ordered, CHUNK)
     tasks = [(indices, source, iterations) for indices, source in chunks for iterations in ITERATIONS]
-    jobs = max(1, min(len(tasks), len(os.sched_getaffinity(0))))
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with ThreadPoolExecutor(max_workers=min(len(tasks), mca_jobs())) as pool:
         done = list(pool.map(lambda t: _run_mca(mca, core, t[1], t[2], t[0]), tasks))
     totals: list[list[int]] = [[0] * len(ordered) for _ in ITERATIONS]
     dropped = 0
@@ -175,6 +174,13 @@ def region_cycles(mca: Path, core: Core, ordered: list[BlockCode]) -> tuple[list
         if n == 0:  # each iteration count drops the same unparsable lines: count them once
             dropped += lost
     return totals, dropped
+
+
+def mca_jobs() -> int:
+    """llvm-mca processes one estimate runs at once: this process's share of the CPUs among xdist's workers,
+    and at least two (so a worker whose neighbour idles at the end of a run uses its CPU too)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return max(2, len(os.sched_getaffinity(0)) // max(1, workers))
 
 
 def _run_mca(mca: Path, core: Core, source: str, iterations: int, regions: range) -> tuple[int, list[int]]:
