@@ -2,12 +2,13 @@
 
 import json
 import multiprocessing
+import os
 import time
 from pathlib import Path
 
 import pytest
 
-from pytest_rvv.store import Store, digest
+from pytest_rvv.store import Store, content_sha, digest, file_sha256
 
 
 def _slow_build(root: str, key: str, log: str) -> str:
@@ -99,3 +100,13 @@ def test_a_console_script_is_keyed_by_what_it_runs_not_by_the_environment_it_liv
     assert _script_identity(here) == _script_identity(there)
     there.write_text(f"#!/check/clone/.venv/bin/python\n{body}# another importer\n")
     assert _script_identity(here) != _script_identity(there)
+
+
+def test_a_file_rewritten_within_the_timestamp_granularity_is_hashed_again(tmp_path):
+    path = tmp_path / "module.vmfb"
+    path.write_bytes(b"a" * 64)
+    before = path.stat()
+    first = content_sha(path)
+    path.write_bytes(b"b" * 64)  # same size, same inode
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # and, as a coarse clock may leave it, same mtime
+    assert content_sha(path) == file_sha256(path) != first

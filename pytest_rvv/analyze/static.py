@@ -174,7 +174,7 @@ def _counts(stored: dict[str, Any]) -> FunctionCounts:
 
 @functools.cache
 def _objdump_version(arch: str) -> str:
-    return version_output(objdump_for(arch)).splitlines()[0]
+    return (version_output(objdump_for(arch)).splitlines() or ["unknown"])[0]
 
 
 def _analyze(artifact: Artifact, arch: str) -> StaticAnalysis:
