@@ -38,6 +38,13 @@ def digest(parts: Iterable[str | bytes]) -> str:
     return h.hexdigest()
 
 
+def source_digest(module_file: str, *siblings: str) -> str:
+    """Digest of the code that makes a stored result: a module's source and its ``siblings`` beside it (cache keys
+    include it, so a change to that code computes the result again)."""
+    path = Path(module_file)
+    return digest([path.read_text(), *(path.with_name(name).read_text() for name in siblings)])
+
+
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:

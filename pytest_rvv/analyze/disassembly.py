@@ -8,6 +8,7 @@ pyelftools.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import subprocess
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 
 from pytest_rvv.errors import ToolMissing
+from pytest_rvv.store import content_sha
 from pytest_rvv.targets import AARCH64, RISCV64
 from pytest_rvv.tools import find_executable
 
@@ -69,8 +71,14 @@ def function_ranges(elf: Path) -> list[tuple[int, int, str]]:
     return sorted(ranges)
 
 
-def disassemble(elf: Path, arch: str) -> list[Instruction]:
-    """Every instruction of ``elf``'s executable sections, with the function it belongs to."""
+def disassemble(elf: Path, arch: str) -> tuple[Instruction, ...]:
+    """Every instruction of ``elf``'s executable sections, with the function it belongs to (once per
+    library content in this process: static analysis and the attribution of executed blocks share it)."""
+    return _disassembled(Path(elf), content_sha(elf), arch)
+
+
+@functools.lru_cache(maxsize=16)
+def _disassembled(elf: Path, sha: str, arch: str) -> tuple[Instruction, ...]:
     proc = subprocess.run([str(objdump_for(arch)), "-d", "--no-show-raw-insn", str(elf)],
                           capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
@@ -87,4 +95,4 @@ def disassemble(elf: Path, arch: str) -> list[Instruction]:
         function = ranges[i][2] if i >= 0 and address < ranges[i][1] else OUTSIDE
         operands = (match.group(3) or "").split("#")[0].split("<")[0].strip()
         out.append(Instruction(address, match.group(2), operands, function))
-    return out
+    return tuple(out)

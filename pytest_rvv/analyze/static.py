@@ -15,7 +15,7 @@ from pytest_rvv.analyze.disassembly import OUTSIDE, disassemble, objdump_for
 from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.errors import RvvError
 from pytest_rvv.stages import Stages
-from pytest_rvv.store import Store, content_sha, digest
+from pytest_rvv.store import Store, content_sha, digest, source_digest
 from pytest_rvv.targets import AARCH64, RISCV64
 from pytest_rvv.tools import version_output
 
@@ -147,18 +147,18 @@ def analyze(artifact: Artifact, store: Store | None = None, stages: Stages | Non
     def build(tmp: Path) -> dict[str, Any]:
         with stages.time("analyze"):
             found = _analyze(artifact, arch)
-        functions = {"library": _stored(found.library)}
-        functions.update({f"dispatch:{key}": _stored(counts) for key, counts in found.dispatches.items()})
-        (tmp / "static.json").write_text(json.dumps(functions))
+        (tmp / "static.json").write_text(json.dumps({
+            "library": _stored(found.library),
+            "dispatches": {name: _stored(counts) for name, counts in found.dispatches.items()}}))
         return {"arch": arch}
 
     entry = store.get_or_build("static", key, build)
     if not entry.created:
         stages.hit("analyze")
-    functions = {name: _counts(c) for name, c in json.loads(entry.file("static.json").read_text()).items()}
+    stored = json.loads(entry.file("static.json").read_text())
     return StaticAnalysis(artifact.model, artifact.target.name,
-                          {name.removeprefix("dispatch:"): c for name, c in functions.items() if name != "library"},
-                          functions["library"], ukernels_by_dispatch(artifact))
+                          {name: _counts(counts) for name, counts in stored["dispatches"].items()},
+                          _counts(stored["library"]), ukernels_by_dispatch(artifact))
 
 
 _COUNTERS = ("classes", "subclasses", "mnemonics", "vector_mnemonics")
@@ -195,5 +195,4 @@ def _analyze(artifact: Artifact, arch: str) -> StaticAnalysis:
     return StaticAnalysis(artifact.model, artifact.target.name, dispatches, library, ukernels_by_dispatch(artifact))
 
 
-_SOURCE = digest([Path(__file__).read_text(), *(Path(__file__).with_name(name).read_text()
-                                                for name in ("classify.py", "disassembly.py"))])
+_SOURCE = source_digest(__file__, "classify.py", "disassembly.py")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import functools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,7 +119,7 @@ class _Library:
 
     text_vaddr: int
     text: bytes
-    instructions: list[Instruction]
+    instructions: Sequence[Instruction]
     addresses: list[int]
 
     @classmethod
@@ -172,7 +172,8 @@ def _loaded_libraries(counts: ExecutedCounts, executables: tuple[Path, ...],
 
 
 def walk_blocks(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str,
-                loaded: list[tuple[_Library, int]] | None = None) -> Iterator[tuple[Block, list[Instruction], int]]:
+                loaded: list[tuple[_Library, int]] | None = None,
+                ) -> Iterator[tuple[Block, Sequence[Instruction], int]]:
     """Every executed block inside a loaded dispatch library: (block, the library's instructions, index of
     the block's first one). The block's instructions are ``instructions[index:index + block.n_insns]``."""
     for library, base in _loaded_libraries(counts, executables, arch) if loaded is None else loaded:

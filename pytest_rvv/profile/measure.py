@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +15,9 @@ from pytest_rvv.profile.counts import ExecutedCounts, attribute, parse
 from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
-from pytest_rvv.store import content_sha, digest
+from pytest_rvv.store import content_sha, digest, source_digest
 
-_COUNTS_SOURCE = digest([inspect.getsource(counts_module)])  # a change to the attribution re-runs it
+_COUNTS_SOURCE = source_digest(counts_module.__file__)  # a change to the attribution re-runs it
 
 LANES_PROPERTY = "rvv_lanes"  # a test's lane occupancy per dispatch (elements=on runs), for the report
 

@@ -18,7 +18,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,7 @@ from pytest_rvv.analyze.static import dispatch_key
 from pytest_rvv.errors import RvvError, ToolMissing
 from pytest_rvv.profile.cores import Core
 from pytest_rvv.profile.counts import ExecutedCounts, walk_blocks
-from pytest_rvv.store import Store, content_sha, digest
+from pytest_rvv.store import Store, content_sha, digest, source_digest
 from pytest_rvv.tools import find_executable, version_output
 
 MCA = "llvm-mca-22"
@@ -89,7 +89,7 @@ def mca_line(insn: Instruction) -> str:
     return f"{insn.mnemonic} {operands}".strip()
 
 
-def entry_vtypes(instructions: list[Instruction]) -> list[tuple[str, str]]:
+def entry_vtypes(instructions: Sequence[Instruction]) -> list[tuple[str, str]]:
     """For each instruction, (SEW, LMUL) set by the nearest vsetvli/vsetivli before it in its function
     (("", "") when none, or when a vsetvl took vtype from a register)."""
     vtypes: list[tuple[str, str]] = []
@@ -162,13 +162,12 @@ def region_cycles(mca: Path, core: Core, ordered: list[BlockCode]) -> tuple[list
     500 on 2 CPUs, with identical cycles), so the regions go in chunks, ``mca_jobs()`` at a time.
     Each region is simulated on its own, so chunks change no figure."""
     chunks = chunk_sources(ordered, CHUNK)
-    tasks = [(indices, source, iterations) for indices, source in chunks for iterations in ITERATIONS]
+    tasks = [(source, n, indices) for indices, source in chunks for n in range(len(ITERATIONS))]
     with ThreadPoolExecutor(max_workers=min(len(tasks), mca_jobs())) as pool:
-        done = list(pool.map(lambda t: _run_mca(mca, core, t[1], t[2], t[0]), tasks))
+        done = list(pool.map(lambda task: _run_mca(mca, core, task[0], ITERATIONS[task[1]], task[2]), tasks))
     totals: list[list[int]] = [[0] * len(ordered) for _ in ITERATIONS]
     dropped = 0
-    for (indices, _, iterations), (lost, cycles) in zip(tasks, done, strict=True):
-        n = ITERATIONS.index(iterations)
+    for (_, n, indices), (lost, cycles) in zip(tasks, done, strict=True):
         for i, c in zip(indices, cycles, strict=True):
             totals[n][i] = c
         if n == 0:  # each iteration count drops the same unparsable lines: count them once
@@ -261,4 +260,4 @@ def estimate_once(counts: ExecutedCounts, counts_file: Path, executables: tuple[
             for name, e in entry.meta["estimates"].items()}
 
 
-_SOURCE = digest([Path(__file__).read_text(), Path(__file__).with_name("counts.py").read_text()])
+_SOURCE = source_digest(__file__, "counts.py")
