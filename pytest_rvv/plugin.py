@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rvv import fixtures
+from pytest_rvv import fixtures, shards
 from pytest_rvv.compare.summary import AgreementSummary
 from pytest_rvv.comparison.report import ComparisonSummary
 from pytest_rvv.conformance.node_tests import node_tests, select
@@ -240,12 +240,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Apply strict expected failures to the tests whose check they affect; deselect toolchain
-    comparisons when no reference toolchain is named (--rvv-compare)."""
+    comparisons when no reference toolchain is named (--rvv-compare), and the cells of other shards
+    (--rvv-shard)."""
     if REFERENCE_KEY not in config.stash:
         deselected = [i for i in items if COMPARISON_FIXTURE in getattr(i, "fixturenames", ())]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [i for i in items if i not in deselected]
+    shard = config.stash[SESSION_KEY].settings.shard
+    if shard is not None:
+        kept, elsewhere = shards.select(items, shard, shards.load_durations(config.rootpath / shards.DURATIONS_FILE))
+        if elsewhere:
+            config.hook.pytest_deselected(items=elsewhere)
+            items[:] = kept
     expected = config.stash[SESSION_KEY].expected_failures
     for item in items:
         marker = item.get_closest_marker("rvv_check")

@@ -7,6 +7,7 @@ Precedence, highest first: command-line option, environment variable, ``[tool.py
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ OPTIONS: tuple[Option, ...] = (
            "statistical test on time)", metavar="N"),
     Option("ops", "ONNX node tests to run: comma-separated names or globs (conv*, test_add), or all "
            "(default: a small cross-section)", metavar="PATTERN"),
+    Option("shard", "run shard K of N (K/N, e.g. 2/4): every test of one model x target (or ONNX node test x "
+           "target) lands in the same shard, so no two machines compile or emulate the same cell; shards are "
+           "balanced by the durations in .test_durations", env="PYTEST_RVV_SHARD", metavar="K/N"),
     Option("expected-failures", "TOML file of expected failures per target "
            "(default: baselines/expected-failures.toml)", metavar="FILE"),
 )
@@ -147,6 +151,7 @@ class Settings:
     perf_repeat_given: bool = False  # --rvv-perf-repeat was asked for: time the runs even where time is not gated
     fresh_runs: bool = False  # --rvv-no-cache: emulate every run again, trust no recorded run
     ops: str | None = None
+    shard: tuple[int, int] | None = None  # (K, N): run the K-th of N shards (1-based)
     compare: str | None = None  # --rvv-compare SPEC
     compare_runtime_riscv64: Path | None = None  # the reference toolchain's riscv64 runtime
     boards: Mapping[str, Board] = field(default_factory=dict)  # [tool.pytest_rvv.boards.NAME]
@@ -254,6 +259,7 @@ class Settings:
                                     positive=True)),
             tolerances=table.get("tolerances") or {},
             ops=str(value("ops")) if value("ops") else None,
+            shard=parse_shard(str(value("shard"))) if value("shard") not in (None, "") else None,
             compare=compare,
             compare_runtime_riscv64=compare_runtime,
             boards=boards,
@@ -269,6 +275,14 @@ def _spec(raw: Any, base: Path) -> str | None:
     if "/" in spec or spec.endswith(".whl") or (base / spec).is_dir():
         return str(base / Path(spec).expanduser())
     return spec
+
+
+def parse_shard(raw: str) -> tuple[int, int]:
+    """``"K/N"`` as (K, N) with 1 <= K <= N, or a one-line ConfigError naming --rvv-shard."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", raw)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise ConfigError(f"--rvv-shard: {raw!r} is not K/N with 1 <= K <= N (e.g. --rvv-shard=2/4)")
+    return int(match.group(1)), int(match.group(2))
 
 
 def _number(raw: Any, default: float, flag: str, what: str, positive: bool = False) -> float:

@@ -1,5 +1,6 @@
-"""CI shards: the suite split over N machines (pytest-split's --splits/--group) and the shards' results.json
-joined into one (pytest-rvv merge), through real runs of two shards on this machine."""
+"""CI shards: the suite split over N machines by cell (--rvv-shard=K/N: every test of one model x target on one
+machine, balanced by .test_durations) and the shards' results.json joined into one (pytest-rvv merge), through
+real runs of two shards on this machine."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 
 from pytest_rvv.errors import ConfigError
 from pytest_rvv.report.merge import load_shard, merge
+from pytest_rvv.settings import parse_shard
+from pytest_rvv.shards import assign, load_durations, select
 
 CLI = [sys.executable, "-m", "pytest_rvv.cli"]
 ARGS = ("correctness", "--rvv-models=mlp", "--rvv-targets=host,rv64gc,rv64gcv-zvl256b")
@@ -23,10 +26,12 @@ def test_two_shards_run_disjoint_halves_and_merge_into_the_whole_run(project, tm
     whole.assert_outcomes(passed=6)
     shards = []
     for group in (1, 2):
-        shard = project.run(*ARGS, "--splits", "2", "--group", str(group), f"--rvv-report={tmp_path / f's{group}'}")
+        shard = project.run(*ARGS, f"--rvv-shard={group}/2", f"--rvv-report={tmp_path / f's{group}'}")
         assert shard.ret == 0
         shards.append({t["nodeid"] for t in json.loads((tmp_path / f"s{group}" / "results.json").read_text())["tests"]})
     assert shards[0] and shards[1] and not shards[0] & shards[1]
+    cells = [{nodeid.rsplit("[", 1)[1] for nodeid in shard} for shard in shards]
+    assert not cells[0] & cells[1], "a model x target cell's compile and agreement tests ran on two shards"
     merged = subprocess.run([*CLI, "merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out",
                              str(tmp_path / "merged")], capture_output=True, text=True)
     assert merged.returncode == 0, merged.stderr
@@ -50,9 +55,43 @@ def test_shards_of_different_toolchains_or_not_results_are_one_line(tmp_path):
         merge([shard | {"run": {"toolchain": "3.12.0"}}, shard | {"run": {"toolchain": "3.13.0"}}], ["a", "b"])
 
 
+class _Test:
+    """A collected test as the shard split sees it: its id and its model/target parameters."""
+
+    def __init__(self, model: str, target: str, check: str) -> None:
+        self.nodeid = f"suites/{check}.py::test[{model}-{target}]"
+        self.callspec = type("CallSpec", (), {"params": {"rvv_model": model, "rvv_target": target}})()
+
+
+def test_cells_stay_whole_and_heaviest_go_first_to_the_lightest_shard():
+    items = [_Test(m, t, c) for m in ("big", "small", "tiny") for t in ("rv64gc", "rv64gcv") for c in ("a", "b")]
+    durations = {i.nodeid: {"big": 40.0, "small": 10.0, "tiny": 1.0}[i.nodeid.split("[")[1].split("-")[0]]
+                 for i in items}
+    kept = [select(items, (k, 2), durations)[0] for k in (1, 2)]
+    assert sorted(i.nodeid for i in kept[0] + kept[1]) == sorted(i.nodeid for i in items)
+    assert [sorted({i.nodeid.split("[")[1] for i in shard}) for shard in kept] == [
+        ["big-rv64gc]", "small-rv64gc]", "tiny-rv64gc]"], ["big-rv64gcv]", "small-rv64gcv]", "tiny-rv64gcv]"]]
+    assert assign({"a": 5.0, "b": 3.0, "c": 3.0, "d": 1.0}, 2) == {"a": 1, "b": 2, "c": 2, "d": 1}
+    unknown = select(items, (1, 2), {})[0]  # no durations recorded: every cell weighs the same
+    assert len(unknown) == len(items) // 2
+
+
+def test_a_bad_shard_or_durations_file_is_one_line(tmp_path):
+    assert parse_shard("2/4") == (2, 4)
+    for bad in ("0/2", "3/2", "2", "a/b"):
+        with pytest.raises(ConfigError, match=r"^--rvv-shard: .* is not K/N with 1 <= K <= N"):
+            parse_shard(bad)
+    durations = tmp_path / ".test_durations"
+    durations.write_text("{not json")
+    with pytest.raises(ConfigError, match=r"\.test_durations: not a durations file .*--store-durations"):
+        load_durations(durations)
+    assert load_durations(tmp_path / "absent") == {}
+
+
 def test_the_committed_durations_cover_the_default_suite():
-    """pytest-split balances shards by .test_durations beside pyproject.toml (recorded from a cold run with an
-    empty cache: pytest suites/ -n auto --store-durations); every test of the default suite has its duration."""
+    """--rvv-shard balances shards by .test_durations beside pyproject.toml (pytest-split's format, recorded from a
+    cold run with an empty cache: pytest suites/ -n auto --store-durations); every test of the default suite has
+    its duration."""
     durations = json.loads((Path(__file__).resolve().parent.parent / ".test_durations").read_text())
     assert len(durations) > 500 and all(isinstance(v, float) for v in durations.values())
     assert all(nodeid.startswith("suites/") for nodeid in durations)

@@ -1,0 +1,73 @@
+"""CI shards by cell: every test of one model x target lands on the same machine.
+
+A cell (model x target, or ONNX node test x target) is compiled once and emulated once per content,
+and every suite (agreement, compile, vectorization, performance) reads the same cache entries. A
+split by test (pytest-split's ``--splits``) scatters a cell's tests over the shards, so each machine
+compiles almost every cell again: measured on the default suite with 3 splits, all 168 model x
+target cells landed on two or three shards. ``--rvv-shard=K/N`` keeps cells whole and balances
+them by the durations pytest-split records (``--store-durations`` into ``.test_durations``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from pytest_rvv.errors import ConfigError
+
+DURATIONS_FILE = ".test_durations"
+
+
+def cell_of(item: pytest.Item) -> str:
+    """The cell a test belongs to: its model (or node test) and target, else the test itself."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    subject = params.get("rvv_model", params.get("rvv_node_test"))
+    target = params.get("rvv_target")
+    if subject is None and target is None:
+        return item.nodeid
+    parts = [getattr(value, "name", str(value)) for value in (subject, target) if value is not None]
+    return "|".join(parts)
+
+
+def load_durations(path: Path) -> dict[str, float]:
+    """Recorded seconds per test id; none when the file is absent (every cell then weighs the same)."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a durations file ({exc}); re-record it with "
+                          "pytest suites/ -n auto --store-durations, or delete it") from None
+    if not isinstance(data, dict) or not all(isinstance(v, int | float) for v in data.values()):
+        raise ConfigError(f"{path}: not a JSON object of test id -> seconds; re-record it with "
+                          "pytest suites/ -n auto --store-durations, or delete it")
+    return {str(k): float(v) for k, v in data.items()}
+
+
+def assign(weights: Mapping[str, float], shards: int) -> dict[str, int]:
+    """Cells to shards 1..N, heaviest first onto the lightest shard (ties by name: the same on every machine)."""
+    loads = [0.0] * shards
+    placed: dict[str, int] = {}
+    for cell in sorted(weights, key=lambda c: (-weights[c], c)):
+        lightest = min(range(shards), key=lambda s: (loads[s], s))
+        placed[cell] = lightest + 1
+        loads[lightest] += weights[cell]
+    return placed
+
+
+def select(items: Sequence[pytest.Item], shard: tuple[int, int],
+           durations: Mapping[str, float]) -> tuple[list[pytest.Item], list[pytest.Item]]:
+    """(kept, deselected) for shard K of N. A test without a recorded duration weighs the mean of those with one."""
+    known = [durations[i.nodeid] for i in items if i.nodeid in durations]
+    default = sum(known) / len(known) if known else 1.0
+    weights: dict[str, float] = {}
+    for item in items:
+        cell = cell_of(item)
+        weights[cell] = weights.get(cell, 0.0) + durations.get(item.nodeid, default)
+    placed = assign(weights, shard[1])
+    kept = [i for i in items if placed[cell_of(i)] == shard[0]]
+    return kept, [i for i in items if placed[cell_of(i)] != shard[0]]
