@@ -64,10 +64,11 @@ def select(items: Sequence[pytest.Item], shard: tuple[int, int],
     """(kept, deselected) for shard K of N. A test without a recorded duration weighs the mean of those with one."""
     known = [durations[i.nodeid] for i in items if i.nodeid in durations]
     default = sum(known) / len(known) if known else 1.0
+    cells = [cell_of(item) for item in items]
     weights: dict[str, float] = {}
-    for item in items:
-        cell = cell_of(item)
+    for item, cell in zip(items, cells, strict=True):
         weights[cell] = weights.get(cell, 0.0) + durations.get(item.nodeid, default)
     placed = assign(weights, shard[1])
-    kept = [i for i in items if placed[cell_of(i)] == shard[0]]
-    return kept, [i for i in items if placed[cell_of(i)] != shard[0]]
+    here = [placed[cell] == shard[0] for cell in cells]
+    return ([i for i, h in zip(items, here, strict=True) if h],
+            [i for i, h in zip(items, here, strict=True) if not h])
