@@ -41,7 +41,7 @@ def build_dir(path: Path, script: str | None = None) -> Path:
 
 @pytest.fixture
 def comparison_project(project):
-    project.write(suite=False)
+    project.write(models=("mlp", "convs"), suite=False)
     (project.path / "performance").mkdir()
     shutil.copy(SUITES / "performance" / "test_toolchains.py", project.path / "performance")
     return project
@@ -104,9 +104,10 @@ def test_a_reference_that_cannot_be_had_is_one_line(comparison_project, tmp_path
 
 
 def test_two_real_releases_a_dispatch_table_and_a_reproducer_that_works_elsewhere(comparison_project, tmp_path):
-    """iree-base-compiler 3.12.0 (from PyPI, installed once into the tools cache) vs the installed 3.13.0."""
+    """iree-base-compiler 3.12.0 (from PyPI, installed once into the tools cache) vs the installed 3.13.0, on two
+    convs whose code moved between them (a small model, so the reproducer recompiles and reruns in seconds)."""
     repro = tmp_path / "repro"
-    result = comparison_project.run("performance", "--rvv-models=squeezenet1.1", f"--rvv-targets={VECTOR}",
+    result = comparison_project.run("performance", "--rvv-models=convs", f"--rvv-targets={VECTOR}",
                                     "--rvv-compare=iree-base-compiler==3.12.0", "--rvv-strict-baselines",
                                     f"--rvv-repro={repro}")
     result.assert_outcomes(failed=1)  # strict: any moved dispatch fails
@@ -119,7 +120,7 @@ def test_two_real_releases_a_dispatch_table_and_a_reproducer_that_works_elsewher
         "dispatches whose executed instructions moved (reference -> under test), most added work first:")
     name = result.outlines[table + 1].split(":")[0].strip()  # the one adding the most work
     copy = tmp_path / "elsewhere"
-    shutil.copytree(repro / f"squeezenet1.1-{VECTOR}", copy)
+    shutil.copytree(repro / f"convs-{VECTOR}", copy)
     for side in ("reference", "under-test"):
         shutil.rmtree(copy / side)
     readme = (copy / "README.md").read_text()
@@ -144,7 +145,7 @@ def test_across_a_hal_version_change_each_side_runs_riscv64_code_in_its_own_runt
     own = {commit: release_runtime(commit) for commit in (B48, E4A)}
     env312 = environment_of(toolchain_from_spec("iree-base-compiler==3.12.0", USER_TOOLS))
     repro = tmp_path / "repro"
-    result = comparison_project.run("performance", "--rvv-models=squeezenet1.1", "--rvv-targets=rv64gc," + VECTOR,
+    result = comparison_project.run("performance", "--rvv-models=convs", "--rvv-targets=rv64gc," + VECTOR,
                                     f"--rvv-iree-build={env312}", "--rvv-compare=iree-base-compiler==3.11.0",
                                     "--rvv-compare-report-only", f"--rvv-repro={repro}", "-n", "2")
     result.assert_outcomes(passed=2)
@@ -153,4 +154,4 @@ def test_across_a_hal_version_change_each_side_runs_riscv64_code_in_its_own_runt
                                  f"rvv: reference's riscv64 runtime {own[E4A]}, built by pytest-rvv from IREE e4a3b040*"
                                  " (the compiler's own commit)*"])
     for target in ("rv64gc", VECTOR):  # executed counts on both sides: both ran
-        result.stdout.fnmatch_lines([f"*squeezenet1.1 on {target}: executed * -> * instructions*"])
+        result.stdout.fnmatch_lines([f"*convs on {target}: executed * -> * instructions*"])
