@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -86,22 +87,23 @@ def executed_counts(version: str, model, target, workdir: Path) -> dict:
 
 
 def test_bisect_over_real_releases_on_executed_counts_runs_each_step_in_its_own_runtime(project, tmp_path):
-    """The selection: squeezenet's executed counts on rv64gcv-zvl256b, recorded with 3.11.0 and compared exactly.
-    3.11.0's modules load only in a runtime of its own commit, 3.12.0's and 3.13.0's only in a newer one: every
-    step must run in its own (offline: built from PYTEST_RVV_IREE_SRC)."""
+    """The selection: the executed counts of two small convs on rv64gcv-zvl256b, recorded with 3.11.0 and compared
+    exactly. 3.11.0's modules load only in a runtime of its own commit, 3.12.0's and 3.13.0's only in a newer one:
+    every step must run in its own (offline: built from PYTEST_RVV_IREE_SRC)."""
     from .test_runtime_choice import B48, E4A, release_runtime
 
     for commit in (B48, E4A):
         release_runtime(commit)
     target = BUILTIN_TARGETS["rv64gcv-zvl256b"]
-    model = Settings.resolve(lambda option: None, {}, Path.cwd()).known_models["squeezenet1.1"]
-    counts = {v: executed_counts(v, model, target, tmp_path / v) for v in ("3.11.0", "3.12.0", "3.13.0")}
-    changed = [v for v in ("3.12.0", "3.13.0") if counts[v] != counts["3.11.0"]]
-    assert changed, "3.11.0 .. 3.13.0 execute squeezenet1.1 identically: pick another selection"
-    project.write(suite=False)
+    project.write(models=("convs",), suite=False)
     shutil.copytree(SUITES / "vectorization", project.path / "vectorization",
                     ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
-    selection = ["vectorization/test_executed_vectorization.py", "--rvv-models=squeezenet1.1",
+    table = tomllib.loads((project.path / "pyproject.toml").read_text())["tool"]["pytest_rvv"]
+    model = Settings.resolve(lambda option: None, table, project.path).known_models["convs"]
+    counts = {v: executed_counts(v, model, target, tmp_path / v) for v in ("3.11.0", "3.12.0", "3.13.0")}
+    changed = [v for v in ("3.12.0", "3.13.0") if counts[v] != counts["3.11.0"]]
+    assert changed, "3.11.0 .. 3.13.0 execute the convs identically: pick another selection"
+    selection = ["vectorization/test_executed_vectorization.py", "--rvv-models=convs",
                  f"--rvv-targets={target.name}", "--rvv-strict-baselines", "-p", "no:cacheprovider"]
     env311 = toolchain_from_spec("iree-base-compiler==3.11.0", USER_TOOLS).iree_import_onnx.parent
     record = subprocess.run([sys.executable, "-m", "pytest", *selection, "--snapshot-update"], cwd=project.path,
