@@ -108,25 +108,47 @@ def test_a_damaged_record_is_run_again_not_trusted(rvv):
     assert dispatches(session, model, again) == recorded
 
 
-def test_a_rerun_of_the_suites_emulates_nothing_and_judges_the_same(project, tmp_path, monkeypatch):
+def test_a_rerun_emulates_nothing_and_after_one_models_file_changed_only_its_cells_run_again(
+        project, tmp_path, monkeypatch):
+    """Nothing changed: every stage is looked up and judged the same. New weights in mlp.onnx: mlp is imported,
+    compiled and emulated again while convs, whose file did not change, is looked up in every stage and its
+    snapshots stay byte-identical. --rvv-no-cache emulates everything."""
     monkeypatch.setenv("PYTEST_RVV_CACHE_DIR", str(tmp_path / "cache"))
-    project.write()
+    project.write(models=("mlp", "convs"))
     shutil.copytree(SUITES / "vectorization", project.path / "vectorization",
                     ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
-    args = ("correctness", "vectorization", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b")
+    args = ("correctness", "vectorization", "--rvv-models=mlp,convs", f"--rvv-targets={TARGET.name}", "--rvv-profile")
+
+    def profile(run: pytest.RunResult) -> dict[str, list[str]]:
+        """[worked, cache hits] per stage."""
+        return {line.split()[0]: line.split()[-2:] for line in run.outlines
+                if line.split()[:1] in (["import"], ["compile"], ["analyze"], ["emulate"], ["count"])}
+
     cold = project.run(*args, "--snapshot-update")
     cold.assert_outcomes(passed=8)
-    # per target: the runtime probe, one plain run (agreement), one counted run (executed counts)
+    # the runtime probe (to choose the runtime, then for the session), and per model one plain run (agreement) and
+    # one counted run (executed counts)
     cold.stdout.fnmatch_lines(["rvv: emulated runs: 6 emulated, * looked up by content*"])
-    warm = project.run(*args, "--rvv-profile")
+    warm = project.run(*args)
     warm.assert_outcomes(passed=8)
-    warm.stdout.fnmatch_lines(["rvv: emulated runs: 0 emulated, 6 looked up by content*"])
-    profile = {line.split()[0]: line.split()[-2:] for line in warm.outlines
-               if line.split()[:1] in (["compile"], ["emulate"], ["count"])}
-    assert profile == {"compile": ["0", "4"], "emulate": ["0", "6"], "count": ["0", "2"]}  # [worked, cache hits]
+    warm.stdout.fnmatch_lines(["rvv: emulated runs: 0 emulated, 5 looked up by content*"])
+    assert profile(warm) == {"import": ["0", "2"], "compile": ["0", "3"], "analyze": ["0", "2"],
+                             "emulate": ["0", "5"], "count": ["0", "2"]}
+
+    snapshots = project.path / "vectorization" / "__snapshots__"
+    convs = {p: p.read_bytes() for p in snapshots.rglob("*convs*")}
+    assert len(convs) == 2  # static and executed
+    mlp_model(project.path / "mlp.onnx", seed=1)
+    after = project.run(*args, "--snapshot-update")  # new weights, new executed counts: recorded anew
+    after.assert_outcomes(passed=8)
+    after.stdout.fnmatch_lines(["rvv: emulated runs: 2 emulated, 3 looked up by content*"])
+    assert profile(after) == {"import": ["1", "1"], "compile": ["1", "2"], "analyze": ["1", "1"],
+                              "emulate": ["2", "3"], "count": ["1", "1"]}
+    assert {p: p.read_bytes() for p in snapshots.rglob("*convs*")} == convs
+
     fresh = project.run(*args, "--rvv-no-cache")
     fresh.assert_outcomes(passed=8)
-    fresh.stdout.fnmatch_lines(["rvv: emulated runs: 6 emulated, 0 looked up by content*"])
+    fresh.stdout.fnmatch_lines(["rvv: emulated runs: 5 emulated, 0 looked up by content*"])
 
 
 def test_the_shared_plain_run_measures_iree_peak_allocation_like_a_timed_run(rvv):
