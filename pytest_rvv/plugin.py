@@ -172,6 +172,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     targets = ", ".join(t.name for t in settings.targets)
     models = ", ".join(m.name for m in settings.models)
     lines = [f"rvv: targets {targets}; models {models}"]
+    if settings.shard is not None:
+        lines.append(shards.header(settings.shard, config.rootpath / shards.DURATIONS_FILE))
     try:
         toolchain = session.toolchain
     except ToolMissing as exc:

@@ -48,6 +48,14 @@ def load_durations(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
+def header(shard: tuple[int, int], durations: Path) -> str:
+    """The terminal's line for a shard: which one, and what balanced it."""
+    recorded = load_durations(durations)
+    balance = (f"balanced by {durations} ({len(recorded)} tests recorded; an unrecorded test weighs their mean)"
+               if recorded else f"no {durations}: every test weighs the same")
+    return f"rvv: shard {shard[0]}/{shard[1]}: whole model x target cells, {balance}"
+
+
 def assign(weights: Mapping[str, float], shards: int) -> dict[str, int]:
     """Cells to shards 1..N, heaviest first onto the lightest shard (ties by name: the same on every machine)."""
     loads = [0.0] * shards

@@ -14,7 +14,7 @@ import pytest
 from pytest_rvv.errors import ConfigError
 from pytest_rvv.report.merge import load_shard, merge
 from pytest_rvv.settings import parse_shard
-from pytest_rvv.shards import assign, load_durations, select
+from pytest_rvv.shards import assign, header, load_durations, select
 
 CLI = [sys.executable, "-m", "pytest_rvv.cli"]
 ARGS = ("correctness", "--rvv-models=mlp", "--rvv-targets=host,rv64gc,rv64gcv-zvl256b")
@@ -28,6 +28,8 @@ def test_two_shards_run_disjoint_halves_and_merge_into_the_whole_run(project, tm
     for group in (1, 2):
         shard = project.run(*ARGS, f"--rvv-shard={group}/2", f"--rvv-report={tmp_path / f's{group}'}")
         assert shard.ret == 0
+        shard.stdout.fnmatch_lines([f"rvv: shard {group}/2: whole model x target cells, no */.test_durations: "
+                                    "every test weighs the same"])
         shards.append({t["nodeid"] for t in json.loads((tmp_path / f"s{group}" / "results.json").read_text())["tests"]})
     assert shards[0] and shards[1] and not shards[0] & shards[1]
     cells = [{nodeid.rsplit("[", 1)[1] for nodeid in shard} for shard in shards]
@@ -102,3 +104,12 @@ def test_the_committed_durations_cover_the_default_suite():
     missing = sorted(nodeids - set(durations))
     assert not missing, (f"{len(missing)} tests of the default suite have no recorded duration (e.g. {missing[0]}): "
                          "re-record with pytest suites/ -n auto --store-durations from an empty cache")
+
+
+def test_the_header_names_the_shard_and_what_balanced_it(tmp_path):
+    durations = tmp_path / ".test_durations"
+    assert header((1, 4), durations) == (f"rvv: shard 1/4: whole model x target cells, no {durations}: every test "
+                                         "weighs the same")
+    durations.write_text(json.dumps({"a::test[x]": 1.5, "b::test[y]": 2.0}))
+    assert header((3, 4), durations) == (f"rvv: shard 3/4: whole model x target cells, balanced by {durations} "
+                                         "(2 tests recorded; an unrecorded test weighs their mean)")
