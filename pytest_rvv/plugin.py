@@ -39,6 +39,7 @@ from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 
 CHECK_PROPERTY = "rvv_check_outcome"
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
+DURATIONS_KEY = pytest.StashKey[dict[str, float]]()  # .test_durations, read once when --rvv-shard is given
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -104,12 +105,15 @@ def pytest_configure(config: pytest.Config) -> None:
         if settings.iree_build is not None:
             find_toolchain(settings.iree_build)  # a build directory without iree-compile: one line, now
         reference = _reference_toolchain(settings)
+        # read once, here, so a damaged file is one line (not an internal error in the header or at collection)
+        durations = shards.load_durations(config.rootpath / shards.DURATIONS_FILE) if settings.shard else {}
         session = RvvSession(settings, expected)
         if not hasattr(config, "workerinput"):  # the controller refuses before workers start
             session.check_boards()  # each board in use probed once: a target it cannot run right is refused now
     except RvvError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
+    config.stash[DURATIONS_KEY] = durations
     if reference is not None:
         config.stash[REFERENCE_KEY] = RvvSession(settings, expected, toolchain=reference, reference=True)
     config.pluginmanager.register(ComparisonSummary(config.getoption("rvv_report")),
@@ -173,7 +177,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     models = ", ".join(m.name for m in settings.models)
     lines = [f"rvv: targets {targets}; models {models}"]
     if settings.shard is not None:
-        lines.append(shards.header(settings.shard, config.rootpath / shards.DURATIONS_FILE))
+        durations = config.stash[DURATIONS_KEY]
+        lines.append(shards.header(settings.shard, config.rootpath / shards.DURATIONS_FILE, durations))
     try:
         toolchain = session.toolchain
     except ToolMissing as exc:
@@ -251,7 +256,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [i for i in items if i not in deselected]
     shard = config.stash[SESSION_KEY].settings.shard
     if shard is not None:
-        kept, elsewhere = shards.select(items, shard, shards.load_durations(config.rootpath / shards.DURATIONS_FILE))
+        kept, elsewhere = shards.select(items, shard, config.stash[DURATIONS_KEY])
         if elsewhere:
             config.hook.pytest_deselected(items=elsewhere)
             items[:] = kept

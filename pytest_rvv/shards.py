@@ -48,9 +48,8 @@ def load_durations(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
-def header(shard: tuple[int, int], durations: Path) -> str:
-    """The terminal's line for a shard: which one, and what balanced it."""
-    recorded = load_durations(durations)
+def header(shard: tuple[int, int], durations: Path, recorded: Mapping[str, float]) -> str:
+    """The terminal's line for a shard: which one, and what balanced it (``recorded``: ``durations``' contents)."""
     balance = (f"balanced by {durations} ({len(recorded)} tests recorded; an unrecorded test weighs their mean)"
                if recorded else f"no {durations}: every test weighs the same")
     return f"rvv: shard {shard[0]}/{shard[1]}: whole model x target cells, {balance}"

@@ -90,6 +90,17 @@ def test_a_bad_shard_or_durations_file_is_one_line(tmp_path):
     assert load_durations(tmp_path / "absent") == {}
 
 
+def test_a_damaged_durations_file_stops_a_sharded_run_in_one_line(project):
+    project.write()
+    (project.path / ".test_durations").write_text("{not json")
+    result = project.run(*ARGS, "--rvv-shard=1/2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: */.test_durations: not a durations file (*); re-record it with pytest "
+                                 "suites/ -n auto --store-durations, or delete it"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    project.run(*ARGS, "--co").assert_outcomes()  # unsharded runs do not read it
+
+
 def test_the_committed_durations_cover_the_default_suite():
     """--rvv-shard balances shards by .test_durations beside pyproject.toml (pytest-split's format, recorded from a
     cold run with an empty cache: pytest suites/ -n auto --store-durations); every test of the default suite has
@@ -108,8 +119,9 @@ def test_the_committed_durations_cover_the_default_suite():
 
 def test_the_header_names_the_shard_and_what_balanced_it(tmp_path):
     durations = tmp_path / ".test_durations"
-    assert header((1, 4), durations) == (f"rvv: shard 1/4: whole model x target cells, no {durations}: every test "
-                                         "weighs the same")
-    durations.write_text(json.dumps({"a::test[x]": 1.5, "b::test[y]": 2.0}))
-    assert header((3, 4), durations) == (f"rvv: shard 3/4: whole model x target cells, balanced by {durations} "
-                                         "(2 tests recorded; an unrecorded test weighs their mean)")
+    assert header((1, 4), durations, {}) == (f"rvv: shard 1/4: whole model x target cells, no {durations}: every "
+                                             "test weighs the same")
+    recorded = {"a::test[x]": 1.5, "b::test[y]": 2.0}
+    assert header((3, 4), durations, recorded) == (f"rvv: shard 3/4: whole model x target cells, balanced by "
+                                                   f"{durations} (2 tests recorded; an unrecorded test weighs "
+                                                   "their mean)")
