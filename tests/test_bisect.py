@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from pytest_rvv.comparison.bisect import BAD, GOOD, SKIP, ReleaseBisect, Step, v
 from pytest_rvv.errors import ConfigError
 from pytest_rvv.profile.measure import measure_executed
 from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import Settings
+from pytest_rvv.settings import Settings, read_pyproject_table
 from pytest_rvv.targets import BUILTIN_TARGETS
 from pytest_rvv.toolchain.environments import toolchain_from_spec
 
@@ -98,7 +97,7 @@ def test_bisect_over_real_releases_on_executed_counts_runs_each_step_in_its_own_
     project.write(models=("convs",), suite=False)
     shutil.copytree(SUITES / "vectorization", project.path / "vectorization",
                     ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
-    table = tomllib.loads((project.path / "pyproject.toml").read_text())["tool"]["pytest_rvv"]
+    table = read_pyproject_table(project.path / "pyproject.toml")
     model = Settings.resolve(lambda option: None, table, project.path).known_models["convs"]
     counts = {v: executed_counts(v, model, target, tmp_path / v) for v in ("3.11.0", "3.12.0", "3.13.0")}
     changed = [v for v in ("3.12.0", "3.13.0") if counts[v] != counts["3.11.0"]]
