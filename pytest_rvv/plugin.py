@@ -29,7 +29,7 @@ from pytest_rvv.report.html import CELL_PROPERTY, CHECKS, COULD_NOT_RUN_PROPERTY
 from pytest_rvv.run.qemu import default_tools_dir
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
-from pytest_rvv.stages import STAGES_PROPERTY, StageProfile
+from pytest_rvv.stages import STAGES_CELL_PROPERTY, STAGES_PROPERTY, StageProfile
 from pytest_rvv.summary import VectorizationSummary
 from pytest_rvv.targets import Target
 from pytest_rvv.toolchain.choice import NoRuntimeLoads
@@ -287,6 +287,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     change = item.config.stash[SESSION_KEY].stages.delta() if report.when == "teardown" else None
     if change:  # this process's time per stage since the previous test (summed on the controller)
         report.user_properties.append((STAGES_PROPERTY, change))
+        report.user_properties.append((STAGES_CELL_PROPERTY, shards.cell_of(item)))
     if report.failed and excinfo is not None and isinstance(excinfo.value, NoRuntimeLoads):
         report.user_properties.append((COULD_NOT_RUN_PROPERTY, str(excinfo.value)))
     if report.failed and excinfo is not None and isinstance(excinfo.value, RvvError):

@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 
 STAGES_PROPERTY = "rvv_stages"
+STAGES_CELL_PROPERTY = "rvv_stages_cell"  # the model x target cell (shards.cell_of) whose test did that work
+HEAVIEST = 5  # cells listed under the profile table
+NOTABLE_CPU_S = 0.1  # a cell whose tests worked less than this is not listed (checking a prepared model: ~0.01 s)
 ORDER = ("prepare", "onnxruntime", "import", "compile", "analyze", "emulate", "emulate (timed)", "count", "estimate")
 
 
@@ -64,16 +67,34 @@ class StageProfile:
     def __init__(self, show: bool) -> None:
         self.show = show
         self.totals: dict[str, list[float]] = {}
+        self.cells: dict[str, dict[str, float]] = {}  # cell -> stage -> CPU s of the work its tests did
         self.emulated = 0
         self.looked_up = 0
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties:
-            if name == STAGES_PROPERTY:
-                for stage, diff in value.items():
-                    row = self.totals.setdefault(stage, [0.0, 0.0, 0, 0])
-                    for i, amount in enumerate(diff):
-                        row[i] += amount
+        properties = dict(report.user_properties)
+        change = properties.get(STAGES_PROPERTY)
+        if not change:
+            return
+        cell = str(properties.get(STAGES_CELL_PROPERTY, report.nodeid))
+        for stage, diff in change.items():
+            row = self.totals.setdefault(stage, [0.0, 0.0, 0, 0])
+            for i, amount in enumerate(diff):
+                row[i] += amount
+            if diff[2]:  # worked (a lookup is not work)
+                spent = self.cells.setdefault(cell, {})
+                spent[stage] = spent.get(stage, 0.0) + diff[1]
+
+    def notable(self) -> dict[str, dict[str, float]]:
+        return {cell: spent for cell, spent in self.cells.items() if sum(spent.values()) >= NOTABLE_CPU_S}
+
+    def heaviest(self, count: int = HEAVIEST) -> list[str]:
+        """The cells whose tests did the most work (CPU s), each with the stages that took it, heaviest first."""
+        ranked = sorted(self.notable().items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))[:count]
+        return [f"{cell.replace('|', ' x ')}: {sum(spent.values()):.1f} CPU s ("
+                + ", ".join(f"{stage} {cpu:.1f}" for stage, cpu in sorted(spent.items(), key=lambda kv: -kv[1])
+                            if cpu >= 0.05)
+                + ")" for cell, spent in ranked]
 
     def lines(self) -> list[str]:
         stages = sorted(self.totals, key=lambda s: (ORDER.index(s) if s in ORDER else len(ORDER), s))
@@ -94,3 +115,8 @@ class StageProfile:
             terminalreporter.section("rvv profile: where the time went (summed over workers)", sep="-")
             for line in self.lines():
                 terminalreporter.write_line(line)
+            if notable := self.notable():
+                terminalreporter.write_line(f"heaviest cells (CPU s their tests worked; {len(notable)} of "
+                                            f"{len(self.cells)} worked {NOTABLE_CPU_S} s or more):")
+                for line in self.heaviest():
+                    terminalreporter.write_line(f"  {line}")

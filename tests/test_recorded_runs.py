@@ -5,6 +5,7 @@ is run again, never trusted. Through the real iree-compile, QEMU and the riscv64
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 
 import numpy as np
@@ -145,6 +146,10 @@ def test_a_rerun_emulates_nothing_and_after_one_models_file_changed_only_its_cel
     assert profile(after) == {"import": ["1", "1"], "compile": ["1", "2"], "analyze": ["1", "1"],
                               "emulate": ["2", "3"], "count": ["1", "1"]}
     assert {p: p.read_bytes() for p in snapshots.rglob("*convs*")} == convs
+    # the profile names the cell that did the work, and only it
+    heaviest = after.outlines.index(next(line for line in after.outlines if line.startswith("heaviest cells")))
+    assert after.outlines[heaviest].startswith("heaviest cells (CPU s their tests worked; 1 of ")
+    assert re.fullmatch(rf"  mlp x {TARGET.name}: [\d.]+ CPU s \(.*compile [\d.]+.*\)", after.outlines[heaviest + 1])
 
     fresh = project.run(*args, "--rvv-no-cache")
     fresh.assert_outcomes(passed=8)
