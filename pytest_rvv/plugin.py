@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rvv import fixtures, shards
+from pytest_rvv import fixtures, scheduling, shards
 from pytest_rvv.compare.summary import AgreementSummary
 from pytest_rvv.comparison.report import ComparisonSummary
 from pytest_rvv.conformance.node_tests import node_tests, select
@@ -39,7 +39,8 @@ from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 
 CHECK_PROPERTY = "rvv_check_outcome"
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
-DURATIONS_KEY = pytest.StashKey[dict[str, float]]()  # .test_durations, read once when --rvv-shard is given
+# .test_durations, read once where it is used: --rvv-shard, and xdist's load scheduling (scheduling.py)
+DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -106,7 +107,8 @@ def pytest_configure(config: pytest.Config) -> None:
             find_toolchain(settings.iree_build)  # a build directory without iree-compile: one line, now
         reference = _reference_toolchain(settings)
         # read once, here, so a damaged file is one line (not an internal error in the header or at collection)
-        durations = shards.load_durations(config.rootpath / shards.DURATIONS_FILE) if settings.shard else {}
+        uses_durations = settings.shard or _schedules_by_cell(config)
+        durations = shards.load_durations(config.rootpath / shards.DURATIONS_FILE) if uses_durations else {}
         session = RvvSession(settings, expected)
         if not hasattr(config, "workerinput"):  # the controller refuses before workers start
             session.check_boards()  # each board in use probed once: a target it cannot run right is refused now
@@ -133,6 +135,20 @@ def pytest_configure(config: pytest.Config) -> None:
     if report_dir := config.getoption("rvv_report"):
         config.pluginmanager.register(RunReport(config, session, Path(report_dir),
                                                 lambda: config.stash.get(REFERENCE_KEY, None)), "rvv-run-report")
+
+
+def _schedules_by_cell(config: pytest.Config) -> bool:
+    """xdist's controller with load scheduling (what -n gives): pytest-rvv schedules it by cell."""
+    return not hasattr(config, "workerinput") and config.getoption("dist", default="no") == "load"
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n`` (``--dist load``): whole cells per worker, heaviest first (scheduling.py); other modes: xdist's."""
+    if not _schedules_by_cell(config):
+        return None
+    return scheduling.make_scheduler(config, log, config.stash[SESSION_KEY].settings.known_targets,
+                                     config.stash[DURATIONS_KEY])
 
 
 def _reference_toolchain(settings: Settings) -> Toolchain | None:
@@ -179,6 +195,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if settings.shard is not None:
         durations = config.stash[DURATIONS_KEY]
         lines.append(shards.header(settings.shard, config.rootpath / shards.DURATIONS_FILE, durations))
+    if _schedules_by_cell(config):
+        lines.append(scheduling.header(config.rootpath / shards.DURATIONS_FILE, config.stash[DURATIONS_KEY]))
     try:
         toolchain = session.toolchain
     except ToolMissing as exc:

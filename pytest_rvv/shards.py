@@ -11,7 +11,7 @@ them by the durations pytest-split records (``--store-durations`` into ``.test_d
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,33 @@ def cell_of(item: pytest.Item) -> str:
         return item.nodeid
     parts = [getattr(value, "name", str(value)) for value in (subject, target) if value is not None]
     return "|".join(parts)
+
+
+def cell_of_nodeid(nodeid: str, targets: Iterable[str]) -> str:
+    """``cell_of`` from a test id alone (xdist's controller schedules ids, not items): ``...[model-target]`` is
+    ``model|target`` for a known target name, ``...[target]`` is ``target``; anything else is the test itself."""
+    _, bracket, params = nodeid.partition("[")
+    if not bracket or not params.endswith("]"):
+        return nodeid
+    params = params[:-1]
+    for target in sorted(targets, key=len, reverse=True):
+        if params == target:
+            return target
+        if params.endswith(f"-{target}") and len(params) > len(target) + 1:
+            return f"{params[:-len(target) - 1]}|{target}"
+    return nodeid
+
+
+def cell_weights(tests: Iterable[tuple[str, str]], durations: Mapping[str, float]) -> dict[str, float]:
+    """Each cell's recorded seconds, from (test id, cell) pairs; a test without a recorded duration weighs the mean
+    of the recorded tests among them (1 s when none is)."""
+    pairs = list(tests)
+    known = [durations[nodeid] for nodeid, _ in pairs if nodeid in durations]
+    default = sum(known) / len(known) if known else 1.0
+    weights: dict[str, float] = {}
+    for nodeid, cell in pairs:
+        weights[cell] = weights.get(cell, 0.0) + durations.get(nodeid, default)
+    return weights
 
 
 def load_durations(path: Path) -> dict[str, float]:
@@ -69,12 +96,8 @@ def assign(weights: Mapping[str, float], shards: int) -> dict[str, int]:
 def select(items: Sequence[pytest.Item], shard: tuple[int, int],
            durations: Mapping[str, float]) -> tuple[list[pytest.Item], list[pytest.Item]]:
     """(kept, deselected) for shard K of N. A test without a recorded duration weighs the mean of those with one."""
-    known = [durations[i.nodeid] for i in items if i.nodeid in durations]
-    default = sum(known) / len(known) if known else 1.0
     cells = [cell_of(item) for item in items]
-    weights: dict[str, float] = {}
-    for item, cell in zip(items, cells, strict=True):
-        weights[cell] = weights.get(cell, 0.0) + durations.get(item.nodeid, default)
+    weights = cell_weights(((item.nodeid, cell) for item, cell in zip(items, cells, strict=True)), durations)
     placed = assign(weights, shard[1])
     here = [placed[cell] == shard[0] for cell in cells]
     return ([i for i, h in zip(items, here, strict=True) if h],
