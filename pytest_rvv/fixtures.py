@@ -18,7 +18,15 @@ from pytest_rvv.analyze.static import analyze
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.report import COMPARISON_PROPERTY
 from pytest_rvv.comparison.repro import write_repro
-from pytest_rvv.conformance.check import NodeTestFailure, lists_path, load_lists, run_node_test, tolerance_for
+from pytest_rvv.conformance.batch import NodeBatches
+from pytest_rvv.conformance.check import (
+    NodeTestFailure,
+    compiled_alone,
+    lists_path,
+    load_lists,
+    run_node_test,
+    tolerance_for,
+)
 from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY, NEW_PASS
 from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
@@ -164,8 +172,21 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
     return check
 
 
+@pytest.fixture(scope="session")
+def rvv_node_batches(rvv_session: RvvSession, request: pytest.FixtureRequest) -> NodeBatches:
+    """The node tests this session collected (after -k, shards, ...), compiled together per target."""
+    chosen: dict[str, NodeTest] = {}
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        test = callspec.params.get("rvv_node_test") if callspec is not None else None
+        if isinstance(test, NodeTest):
+            chosen.setdefault(test.name, test)
+    return NodeBatches(rvv_session, list(chosen.values()))
+
+
 @pytest.fixture
-def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target: Target, tmp_path: Path,
+def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target: Target,
+                    rvv_node_batches: NodeBatches, tmp_path: Path,
                     record_property: Any, request: pytest.FixtureRequest) -> Callable[[], None]:
     """Run one ONNX node test on ``rvv_target`` against its strict, per-phase expected failures."""
 
@@ -173,7 +194,8 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
         path = lists_path(rvv_session.settings.root, rvv_target.name)
         strict = request.config.getoption("rvv_strict_baselines")
         try:
-            expected = load_lists(path).get(rvv_node_test.name)
+            lists = load_lists(path)
+            expected = lists.get(rvv_node_test.name)
             tolerance = tolerance_for(rvv_session.settings.root, rvv_node_test.name)
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
@@ -183,7 +205,8 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
             runner = None  # compile only
         failure: NodeTestFailure | None = None
         try:
-            ran = run_node_test(rvv_session, rvv_node_test, rvv_target, runner, tmp_path, tolerance)
+            ran = run_node_test(rvv_session, rvv_node_test, rvv_target, runner, tmp_path, tolerance,
+                                rvv_node_batches, compiled_alone(lists))
         except ValueError as exc:
             reason = f"{rvv_node_test.name}: {exc}; iree-run-module takes tensors only"
             ran = None

@@ -4,9 +4,14 @@ import shutil
 
 import pytest
 
-from pytest_rvv.conformance.node_tests import DEFAULT_SUBSET, select
+from pytest_rvv.conformance.batch import NodeBatches, plain_function
+from pytest_rvv.conformance.node_tests import DEFAULT_SUBSET, node_tests, select
+from pytest_rvv.run.recorded import OUTPUTS
+from pytest_rvv.session import RvvSession
+from pytest_rvv.settings import Settings
+from pytest_rvv.targets import BUILTIN_TARGETS
 
-from .conftest import SUITES
+from .conftest import SUITES, USER_CACHE
 
 ARGS = ("conformance", "--rvv-ops=test_abs,test_slice", "--rvv-targets=host")
 
@@ -81,3 +86,40 @@ def test_per_test_tolerance_override_can_turn_a_pass_into_a_mismatch(project):
     result = project.run("conformance", "--rvv-ops=test_softmax_axis_1,test_abs", "--rvv-targets=host")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["new mismatch failure: tolerance atol=-1 rtol=0; output 0 *"])
+
+
+def test_node_tests_compile_as_one_module_per_target_and_each_gives_what_it_gives_alone(tmp_path):
+    """The selection's tests share one module per target (conformance/batch.py); each runs its own function of it,
+    with bit-identical outputs to its own module's, and a listed compile failure compiles alone."""
+    session = RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE)}, tmp_path))
+    tests = node_tests(session.store)
+    names = ("test_abs", "test_matmul_2d", "test_softmax_axis_1", "test_conv_with_strides_padding")
+    chosen = [tests[name] for name in names]
+    batches = NodeBatches(session, chosen)
+    target = BUILTIN_TARGETS["rv64gcv-zvl256b"]
+    runner = session.runner(target)
+    modules = set()
+    for test in chosen:
+        batched = batches.artifact(test, target, ())
+        assert batched is not None and batched.model == test.name
+        modules.add(batched.path)
+        imported = session.compiler.import_onnx(test.name, test.model, None)
+        alone = session.compiler.compile(test.name, imported, target)
+        assert batched.function == alone.function and batched.path != alone.path
+        inputs, expected = test.load("input"), test.load("output")
+        shared = session.runs.run(OUTPUTS, batched, runner, inputs, len(expected), None).outputs
+        own = session.runs.run(OUTPUTS, alone, runner, inputs, len(expected), None).outputs
+        for a, b in zip(shared, own, strict=True):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), test.name
+    assert len(modules) == 1
+    assert batches.artifact(chosen[0], target, {"test_abs"}) is None  # listed as an import/compile failure: alone
+    assert [m.test for m in batches.members(frozenset({"test_abs"}))] == [t.name for t in chosen[1:]]
+
+
+def test_only_a_module_of_one_plain_function_joins_a_batch():
+    plain = 'module {\n  func.func @test_x(%a: !torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32> {\n  }\n}\n'
+    assert plain_function(plain) == ("test_x", plain.splitlines()[1] + "\n  }")
+    helper = plain.replace("module {\n", "module {\n  func.func private @helper() {\n  }\n")
+    resources = plain + '\n{-#\n  dialect_resources: {builtin: {w: "0x04000000"}}\n#-}\n'
+    for other in (helper, resources, plain.replace("module {", 'module attributes {x = 1} {')):
+        assert plain_function(other) is None

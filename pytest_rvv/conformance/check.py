@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.compare.agreement import compare
+from pytest_rvv.conformance.batch import NodeBatches
 from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.errors import CompileFailed, ConfigError, ImportFailed, RunFailed
 from pytest_rvv.model.model import Tolerance
@@ -51,8 +53,12 @@ class NodeTestFailure(Exception):
 
 
 def run_node_test(session: RvvSession, test: NodeTest, target: Target, runner: Runner | None, workdir: Path,
-                  tolerance: Tolerance = DEFAULT_TOLERANCE) -> bool:
+                  tolerance: Tolerance = DEFAULT_TOLERANCE, batches: NodeBatches | None = None,
+                  alone: Collection[str] = ()) -> bool:
     """True when it ran and matched; False when it only compiled (no runtime); NodeTestFailure otherwise.
+
+    ``batches``: compile it as its function of the selection's shared module (conformance/batch.py), unless it is
+    in ``alone`` (listed as an expected import or compile failure) or cannot share one; then it compiles alone.
 
     ValueError: the test's data is not tensors (sequences, optionals), which iree-run-module cannot take.
     """
@@ -61,8 +67,9 @@ def run_node_test(session: RvvSession, test: NodeTest, target: Target, runner: R
         imported = session.compiler.import_onnx(test.name, test.model, None)
     except ImportFailed as exc:
         raise NodeTestFailure("import", str(exc)) from exc
+    artifact = batches.artifact(test, target, alone) if batches is not None else None
     try:
-        artifact = session.compiler.compile(test.name, imported, target)
+        artifact = artifact or session.compiler.compile(test.name, imported, target)
     except CompileFailed as exc:
         raise NodeTestFailure("compile", str(exc)) from exc
     if runner is None:
@@ -100,6 +107,11 @@ def tolerance_for(root: Path, test: str) -> Tolerance:
 
 def lists_path(root: Path, target: str) -> Path:
     return root / "baselines" / "conformance" / f"{target}.toml"
+
+
+def compiled_alone(lists: dict[str, Expected]) -> set[str]:
+    """The tests listed as expected import or compile failures: they never go into a batch."""
+    return {name for name, entry in lists.items() if entry.phase in ("import", "compile")}
 
 
 def load_lists(path: Path) -> dict[str, Expected]:
