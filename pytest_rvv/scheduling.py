@@ -40,10 +40,10 @@ class CellScheduling(LoadScopeScheduling):
     def _assign_work_unit(self, node: Any) -> None:
         if not self._ordered:  # the first assignment, once xdist has built its queue of units from the collection
             self._ordered = True
-            units = list(self.workqueue.items())
-            order = heaviest_first({scope: tests for scope, tests in units}, self._durations)
+            units = dict(self.workqueue)
+            order = heaviest_first(units, self._durations)
             self.workqueue.clear()
-            self.workqueue.update((scope, dict(units)[scope]) for scope in order)
+            self.workqueue.update((scope, units[scope]) for scope in order)
         super()._assign_work_unit(node)
 
 
