@@ -118,7 +118,7 @@ def test_node_tests_compile_as_one_module_per_target_and_each_gives_what_it_give
 
 def test_only_a_module_of_one_plain_function_joins_a_batch():
     plain = 'module {\n  func.func @test_x(%a: !torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32> {\n  }\n}\n'
-    assert plain_function(plain) == ("test_x", plain.splitlines()[1] + "\n  }")
+    assert plain_function(plain) == plain.splitlines()[1] + "\n  }"
     helper = plain.replace("module {\n", "module {\n  func.func private @helper() {\n  }\n")
     resources = plain + '\n{-#\n  dialect_resources: {builtin: {w: "0x04000000"}}\n#-}\n'
     for other in (helper, resources, plain.replace("module {", 'module attributes {x = 1} {')):

@@ -15,7 +15,6 @@ alone: a batch changes the number of compiles, never a verdict.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,6 @@ from pytest_rvv.store import digest
 from pytest_rvv.targets import Target
 
 BATCH = "node-tests"  # the batch module's name in the cache's compile entries
-_FUNC = re.compile(r'^\s*func\.func @(?:"([^"]+)"|([\w$.-]+))\(', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -41,16 +39,16 @@ class Member:
     key: str  # its import's cache key
 
 
-def plain_function(mlir: str) -> tuple[str, str] | None:
-    """(function name, body) when ``mlir`` is ``module { <one func.func> }`` and nothing else, else None."""
+def plain_function(mlir: str) -> str | None:
+    """The body of ``mlir`` when it is ``module { <one func.func> }`` and nothing else, else None (the function's
+    name is the import's own: ``ImportedModel.function``)."""
     lines = mlir.strip().splitlines()
     if len(lines) < 3 or lines[0].strip() != "module {" or lines[-1].strip() != "}":
         return None
     body = "\n".join(lines[1:-1])
     if body.count("func.func") != 1 or any(word in body for word in ("{-#", "util.global", "ml_program")):
         return None
-    match = _FUNC.search(body)
-    return (match.group(1) or match.group(2), body) if match else None
+    return body
 
 
 def batch_mlir(members: Sequence[Member]) -> str:
@@ -93,11 +91,11 @@ class NodeBatches:
                     imported = self.session.compiler.import_onnx(test.name, test.model, None)
                 except ImportFailed:
                     continue
-                plain = plain_function(imported.path.read_text(errors="replace"))
-                if plain is None or plain[0] in taken:
+                body = plain_function(imported.path.read_text(errors="replace"))
+                if body is None or imported.function in taken:
                     continue
-                taken.add(plain[0])
-                found.append(Member(test.name, plain[0], plain[1], imported.sha256))
+                taken.add(imported.function)
+                found.append(Member(test.name, imported.function, body, imported.sha256))
             self._members[excluded] = tuple(found)
         return self._members[excluded]
 
