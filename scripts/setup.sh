@@ -21,7 +21,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TOOLS_DIR=${PYTEST_RVV_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pytest-rvv/tools}
 QEMU_PREFIX=$TOOLS_DIR/qemu-$QEMU_VERSION
 VENV=${PYTEST_RVV_VENV:-$ROOT/.venv}
-PYTHON=${PYTHON:-python3}
+# Debian's own python3 (3.11.2 on Debian 12) is what a fresh user has: use it when it is there, so
+# every run (CI included) exercises the interpreter a new user meets. PYTHON=... overrides.
+if [ -z "${PYTHON:-}" ]; then
+    if [ -x /usr/bin/python3 ]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
+fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
@@ -98,6 +102,10 @@ setup_qemu() {
 }
 
 setup_python() {
+    if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        echo "setup: $PYTHON is $("$PYTHON" --version 2>&1 || echo 'not runnable'); pytest-rvv needs Python >= 3.11 (pyproject.toml requires-python): run with PYTHON=/path/to/python3.11+" >&2
+        exit 1
+    fi
     if [ ! -x "$VENV/bin/python" ]; then
         log "creating $VENV"
         "$PYTHON" -m venv "$VENV"

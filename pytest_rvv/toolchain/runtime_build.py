@@ -33,6 +33,7 @@ from pytest_rvv.toolchain.sources import (
     RuntimeSource,
     SourceNotFound,
     export_commit,
+    extract_tar,
     find_sources,
     missing_parts,
     partial_clone,
@@ -230,7 +231,7 @@ def _unpacked(source: RuntimeSource, work: Path, log) -> Path:
     log(f"unpacking {source.path}")
     try:
         with tarfile.open(source.path) as archive:
-            archive.extractall(work / "src", filter="data")
+            extract_tar(archive, work / "src")
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise RvvError(f"{source.origin}: cannot unpack {source.path} ({exc}); {WHERE_TO_GET_IT}") from None
     tops = [p for p in (work / "src").iterdir()]

@@ -256,8 +256,33 @@ def _archive_into(repo: Path, commit: str, into: Path, what: str) -> None:
     if not result.ok:
         raise SourceNotFound(f"`git archive` of {what} in {repo} failed ({result.status()}); {WHERE_TO_GET_IT}")
     with tarfile.open(archive) as tar:
-        tar.extractall(into, filter="data")
+        extract_tar(tar, into)
     archive.unlink()
+
+
+def extract_tar(tar: tarfile.TarFile, into: Path) -> None:
+    """Unpack ``tar`` into ``into``, refusing members that would land outside it.
+
+    Python 3.11.4+ does this with ``filter="data"``; Debian 12's python3 is 3.11.2, which has no
+    ``filter`` argument, so there the same rule (no absolute or ``..`` paths, no links out, no devices)
+    is checked here first.
+    """
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(into, filter="data")
+        return
+    root = Path(into).resolve()
+    members = []
+    for member in tar.getmembers():
+        target = (root / member.name).resolve()
+        if not target.is_relative_to(root) or member.isdev():
+            raise tarfile.TarError(f"member {member.name!r} would land outside {root} or is a device")
+        if member.islnk() or member.issym():
+            base = root if member.islnk() else target.parent
+            if not (base / member.linkname).resolve().is_relative_to(root):
+                raise tarfile.TarError(f"link {member.name!r} -> {member.linkname!r} points outside {root}")
+        member.mode &= 0o755 if member.isdir() else 0o644 | (member.mode & 0o111)
+        members.append(member)
+    tar.extractall(into, members=members)
 
 
 def _fill_submodule(clone: Path, commit: str, sub: str, tree: Path) -> None:
