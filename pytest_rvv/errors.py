@@ -43,6 +43,11 @@ class RunFailed(RvvError):
         self.details = details
 
 
+class StorageFault(RvvError):
+    """A directory pytest-rvv writes (the cache, the tools cache, a report folder) is full, read-only, or lacks
+    atomic rename or file locks: one line naming the directory, what failed and the fix."""
+
+
 class RuntimeMismatch(RvvError):
     """A runtime cannot load modules of the installed compiler (bytecode version mismatch)."""
 

@@ -23,6 +23,7 @@ from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMis
 from pytest_rvv.expectations import ExpectedFailureUpdater, load_expected_failures, phase_of
 from pytest_rvv.fixtures import PERF_BASELINES, REFERENCE_KEY, SESSION_KEY
 from pytest_rvv.model.model import Model
+from pytest_rvv.notices import SessionNotices
 from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
 from pytest_rvv.perf.report import PerformanceCollector
 from pytest_rvv.report.html import CELL_PROPERTY, CHECKS, COULD_NOT_RUN_PROPERTY, RunReport
@@ -30,6 +31,7 @@ from pytest_rvv.run.qemu import default_tools_dir
 from pytest_rvv.session import RvvSession
 from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
 from pytest_rvv.stages import STAGES_CELL_PROPERTY, STAGES_PROPERTY, StageProfile
+from pytest_rvv.store import check_writable
 from pytest_rvv.summary import VectorizationSummary
 from pytest_rvv.targets import Target
 from pytest_rvv.toolchain.choice import NoRuntimeLoads
@@ -114,6 +116,10 @@ def pytest_configure(config: pytest.Config) -> None:
             session.check_boards()  # each board in use probed once: a target it cannot run right is refused now
     except RvvError as exc:
         raise pytest.UsageError(str(exc)) from None
+    notices = SessionNotices(settings.compare, COMPARISON_FIXTURE)
+    config.pluginmanager.register(notices, "rvv-notices")
+    if not hasattr(config, "workerinput"):
+        _check_directories(config, settings, notices)
     config.stash[SESSION_KEY] = session
     config.stash[DURATIONS_KEY] = durations
     if reference is not None:
@@ -135,6 +141,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if report_dir := config.getoption("rvv_report"):
         config.pluginmanager.register(RunReport(config, session, Path(report_dir),
                                                 lambda: config.stash.get(REFERENCE_KEY, None)), "rvv-run-report")
+
+
+def _check_directories(config: pytest.Config, settings: Settings, notices: SessionNotices) -> None:
+    """The cache and the report folder, tried once on the controller: a fault is one notice line. A cache that cannot
+    be written still serves what it holds (tests that must write error with the line); a report folder that cannot
+    be written is dropped (no report), not failed at the end."""
+    if fault := check_writable(settings.cache_dir):
+        notices.add_fault(fault)
+    report = config.getoption("rvv_report")
+    if report and (fault := check_writable(Path(report).resolve(), "give another --rvv-report directory")):
+        notices.add(f"--rvv-report {report}: {fault}; no report is written")
+        config.option.rvv_report = None
 
 
 def _schedules_by_cell(config: pytest.Config) -> bool:

@@ -7,10 +7,17 @@ reader ever sees a partial entry. An entry whose files do not match its manifest
 moved aside and rebuilt. A process hashes each file once: it remembers the hash of a file by path,
 inode, size and modification time, unless the file changed less than ``SETTLED_S`` before it was
 read (timestamps are coarse: such a file is read again).
+
+Storage faults (a full disk or quota, a read-only or unwritable directory, a filesystem without atomic
+rename or file locks) become one ``StorageFault`` line naming the directory and the fix, never a traceback,
+and never a published entry: a build whose tools failed for lack of space is not cached as a failure.
+Leftovers of a build killed midway (``kill -9``) are removed by the next build of the same key.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -24,8 +31,64 @@ from typing import Any
 
 from filelock import FileLock
 
+from pytest_rvv.errors import RvvError, StorageFault
+
 MANIFEST = "manifest.json"
 LOCK_TIMEOUT_S = 3600.0
+CACHE_FIX = "give another --rvv-cache-dir (or PYTEST_RVV_CACHE_DIR)"
+
+# what each storage errno means, in words a user acts on
+_FAULTS = {
+    errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system", errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+    errno.ENOLCK: "no file locks on this filesystem", errno.ENOSYS: "no file locks on this filesystem",
+    errno.EOPNOTSUPP: "operation not supported by this filesystem", errno.EXDEV: "no atomic rename here",
+}
+# the same faults as tools print them (iree-compile, QEMU, the C compiler)
+_FAULT_WORDS = ("No space left on device", "Disk quota exceeded", "Read-only file system")
+
+
+def storage_fault(exc: BaseException, directory: Path, fix: str = CACHE_FIX) -> StorageFault | None:
+    """``exc`` as one StorageFault line when it is a storage fault in ``directory`` (else None).
+
+    A full disk, a quota or a read-only filesystem is a storage fault wherever it is raised (also inside a
+    tool's error text); permission errors only for paths under ``directory``.
+    """
+    if isinstance(exc, StorageFault):
+        return exc
+    what = None
+    if isinstance(exc, OSError) and exc.errno in _FAULTS:
+        under = exc.filename is None or Path(str(exc.filename)).is_relative_to(directory)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) or under:
+            what = _FAULTS[exc.errno]
+    elif isinstance(exc, NotImplementedError) and "lock" in str(exc).lower():  # filelock on a lockless filesystem
+        what = "no file locks on this filesystem"
+    else:
+        text = " ".join(str(part) for part in (exc, getattr(exc, "log", ""), getattr(exc, "details", "")))
+        what = next((w[0].lower() + w[1:] for w in _FAULT_WORDS if w in text), None)
+    if what is None:
+        return None
+    advice = "free space there or " if what in (_FAULTS[errno.ENOSPC], _FAULTS[errno.EDQUOT]) else ""
+    return StorageFault(f"{directory}: {what}; {advice}{fix}")
+
+
+def check_writable(directory: Path, fix: str = CACHE_FIX) -> StorageFault | None:
+    """Try what the store needs in ``directory`` (create, write, fsync, atomic rename, a file lock); the first
+    failure as one StorageFault line, or None when all work."""
+    probe = Path(directory) / f".pytest-rvv-probe.{os.getpid()}"
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(probe, b"probe")
+        with FileLock(str(probe) + ".lock", timeout=5):
+            pass
+    except (OSError, NotImplementedError) as exc:
+        return storage_fault(exc, Path(directory), fix) or StorageFault(
+            f"{directory}: cannot be written ({exc}); {fix}")
+    finally:
+        for leftover in (probe, Path(str(probe) + ".lock")):
+            with contextlib.suppress(OSError):
+                leftover.unlink(missing_ok=True)
+    return None
 
 
 def digest(parts: Iterable[str | bytes]) -> str:
@@ -100,10 +163,11 @@ class Entry:
 
 
 class Store:
-    """Content-addressed entries under ``root``; see the module docstring."""
+    """Content-addressed entries under ``root``; see the module docstring. ``fix`` ends a storage fault's line."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, fix: str = CACHE_FIX) -> None:
         self.root = Path(root)
+        self.fix = fix
 
     def entry_dir(self, namespace: str, key: str) -> Path:
         return self.root / namespace / key[:2] / key
@@ -128,6 +192,15 @@ class Store:
         found = self.lookup(namespace, key)
         if found is not None:
             return found
+        try:
+            return self._build(namespace, key, build)
+        except (OSError, NotImplementedError, RvvError) as exc:
+            fault = storage_fault(exc, self.root, self.fix)
+            if fault is None:
+                raise
+            raise fault from None
+
+    def _build(self, namespace: str, key: str, build: Callable[[Path], dict[str, Any]]) -> Entry:
         final = self.entry_dir(namespace, key)
         final.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(final) + ".lock", timeout=LOCK_TIMEOUT_S):
@@ -136,9 +209,16 @@ class Store:
                 return found
             if final.exists():  # present but failed verification: corrupt
                 _discard(final)
+            for stale in final.parent.glob(f".{key[:12]}.*.build"):  # a build killed midway (we hold its lock)
+                shutil.rmtree(stale, ignore_errors=True)
             tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key[:12]}.", suffix=".build"))
             try:
                 meta = build(tmp)
+                said = json.dumps(meta, default=str)
+                if fault := next((w for w in _FAULT_WORDS if w in said), None):  # a tool failed for lack of space
+                    raise StorageFault(f"{self.root}: {fault.lower()}; "
+                                       f"{'free space there or ' if 'space' in fault or 'quota' in fault else ''}"
+                                       f"{self.fix}")
                 files = {
                     p.relative_to(tmp).as_posix(): {"size": p.stat().st_size, "sha256": file_sha256(p)}
                     for p in sorted(tmp.rglob("*"))

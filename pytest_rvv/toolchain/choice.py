@@ -107,11 +107,12 @@ def choose_riscv64(toolchain: Toolchain, tools_dir: Path, probe: Probe, user: Pa
         return RuntimeChoice(own.executable, own.commit, OWN_COMMIT, own.origin)
     index = _source_index(source)
     rejected: list[str] = []
+    unavailable = ""  # why the compiler's own commit could not be had: said only if no other runtime loads
     if commit is not None:
         try:
             own_source = _own_source(index, commit, tools_dir, network)
         except SourceNotFound as exc:  # a clone without the commit, no network: the nearest may serve
-            log(f"no source of IREE {commit[:12]}: {exc}")
+            unavailable = str(exc).removeprefix("no IREE source: ").split(f"; {WHERE_TO_GET_IT}")[0]
             own_source = None
         if own_source is not None:
             built = _build(own_source, tools_dir, log, rejected)
@@ -119,7 +120,8 @@ def choose_riscv64(toolchain: Toolchain, tools_dir: Path, probe: Probe, user: Pa
                 return RuntimeChoice(built.executable, built.commit, BUILT_NOW, built.origin)
     candidates = _candidates(tools_dir, index, toolchain)
     if not candidates and not rejected:
-        raise RuntimeNotProvided(f"no riscv64 IREE runtime: {RISCV64_HINT}")
+        raise RuntimeNotProvided(f"no riscv64 IREE runtime: {RISCV64_HINT}"
+                                 + (f" (IREE {commit[:12]}'s source: {unavailable})" if unavailable and commit else ""))
     for candidate in candidates:
         built = candidate if isinstance(candidate, BuiltRuntime) else _build(candidate, tools_dir, log, rejected)
         if built is None:
@@ -132,7 +134,8 @@ def choose_riscv64(toolchain: Toolchain, tools_dir: Path, probe: Probe, user: Pa
     raise NoRuntimeLoads(
         f"no riscv64 runtime loads the modules of {toolchain.compiler_version}: tried "
         f"{'; '.join(rejected) or 'none'}; give IREE's source at {commit[:12] if commit else 'its commit'} "
-        f"({where}): {WHERE_TO_GET_IT}, or pass --rvv-runtime-riscv64")
+        f"({where}): {WHERE_TO_GET_IT}, or pass --rvv-runtime-riscv64"
+        + (f" (its own source: {unavailable})" if unavailable else ""))
 
 
 def _own_source(index: SourceIndex | None, commit: str, tools_dir: Path, network: bool) -> RuntimeSource | None:
