@@ -27,7 +27,12 @@ class VectorizationSummary:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Put back damaged snapshot files that syrupy's unused-snapshot cleanup removed."""
+        """Put back a damaged snapshot file if anything removed or changed it during the run.
+
+        A safety net only: check_vectorization keeps a damaged file in syrupy's "used" set, so syrupy
+        neither reports it unused nor deletes it (tests/test_vectorization_suite.py checks that the file
+        is never written, this included).
+        """
         for path, data in self.broken.items():
             if not path.exists() or path.read_bytes() != data:
                 atomic_write_bytes(path, data)

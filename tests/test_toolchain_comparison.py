@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pytest_rvv.toolchain.toolchain import find_toolchain
@@ -125,13 +129,43 @@ def test_two_real_releases_a_dispatch_table_and_a_reproducer_that_works_elsewher
         shutil.rmtree(copy / side)
     readme = (copy / "README.md").read_text()
     assert "bash compile.sh" in readme and "bash run.sh" in readme and f"bash dispatch.sh reference {name}" in readme
-    subprocess.run(["bash", "compile.sh"], cwd=copy, check=True, capture_output=True)
-    run = subprocess.run(["bash", "run.sh"], cwd=copy, check=True, capture_output=True, text=True)
-    assert "reference: output_0.npy max abs error vs onnxruntime" in run.stdout
-    assert "under-test: output_0.npy max abs error vs onnxruntime" in run.stdout
+    env = stock_python_env(tmp_path / "stock-bin")  # "elsewhere": python3 is Debian's own, which has no numpy
+    subprocess.run(["bash", "compile.sh"], cwd=copy, check=True, capture_output=True, env=env)
+    run = subprocess.run(["bash", "run.sh"], cwd=copy, capture_output=True, text=True, env=env, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"^reference: output_0\.npy max abs error vs onnxruntime \S+$", run.stdout, re.M)
+    assert re.search(r"^under-test: output_0\.npy max abs error vs onnxruntime \S+$", run.stdout, re.M)
+    assert run.stdout.endswith("all outputs agree with onnxruntime (atol=0.0001 rtol=0.001)\n")
     listings = [subprocess.run(["bash", "dispatch.sh", side, name], cwd=copy, check=True, capture_output=True,
-                               text=True).stdout for side in ("reference", "under-test")]
+                               text=True, env=env).stdout for side in ("reference", "under-test")]
     assert all(listings) and listings[0] != listings[1]
+
+    output = copy / "under-test" / "output_0.npy"  # one output element off by 0.01: check.py (run.sh's last step)
+    perturbed = np.load(output)
+    perturbed.flat[5] += 0.01
+    np.save(output, perturbed)
+    check = subprocess.run(["python3", "check.py", "reference", "under-test"], cwd=copy, capture_output=True,
+                           text=True, env=env, check=False)
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert re.search(r"^under-test: output_0\.npy max abs error vs onnxruntime 0\.01, 1/192 elements beyond the "
+                     r"tolerance$", check.stdout, re.M), check.stdout
+    assert check.stderr == "disagrees with onnxruntime (atol=0.0001 rtol=0.001): under-test/output_0.npy\n"
+
+
+def stock_python_env(folder: Path) -> dict[str, str]:
+    """An environment whose ``python3`` is Debian's /usr/bin/python3 (no numpy there), as on a machine without
+    pytest-rvv; pytest-rvv's virtual environment is neither on PATH nor otherwise visible."""
+    stock = Path("/usr/bin/python3")
+    if not stock.is_file():
+        pytest.skip("no /usr/bin/python3 (not Debian)")
+    folder.mkdir()
+    (folder / "python3").symlink_to(stock)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([str(folder), *(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)])
+    probe = subprocess.run(["python3", "-c", "import numpy"], env=env, capture_output=True, text=True, check=False)
+    assert "No module named 'numpy'" in probe.stderr, "this check needs a python3 without numpy, as Debian's is"
+    return env
 
 
 def test_across_a_hal_version_change_each_side_runs_riscv64_code_in_its_own_runtime(comparison_project, tmp_path):

@@ -3,6 +3,8 @@
 import json
 import shutil
 
+import pytest
+
 from .conftest import SUITES
 
 NO_VECTOR = ('[tool.pytest_rvv.targets.rv64gcv-zvl256b]\narch = "riscv64"\nfeatures = ["+m", "+a", "+f", "+d", "+c"]\n'
@@ -72,17 +74,27 @@ def test_gaining_v_is_reported_as_an_improvement(project):
     strict.stdout.fnmatch_lines(["  differs from the recorded snapshot (--rvv-strict-baselines): dispatch_*"])
 
 
-def test_a_snapshot_that_does_not_parse_fails_naming_the_file_and_is_never_rewritten(project):
+@pytest.mark.parametrize(("damage", "reason"), [('{"totals": {"vector": 0', "unreadable snapshot (*)"),
+                                                 ("[]\n", "not a pytest-rvv snapshot (no totals/dispatches)")],
+                         ids=["invalid-json", "not-a-snapshot"])
+def test_a_snapshot_that_does_not_parse_fails_naming_the_file_and_is_never_rewritten(project, damage, reason):
     vectorization_project(project)
     project.run(*ARGS, "--update-baselines").assert_outcomes(passed=2)
     [path] = (project.path / "vectorization" / "__snapshots__").rglob("*mlp-rv64gc].json")
-    path.write_text('{"totals": {"vector": 0')
-    for extra in ((), ("--update-baselines",)):
+    path.write_text(damage)
+    untouched = path.stat()
+    for extra in ((), ("--snapshot-update",), ("-n", "2"), ("--update-baselines", "-n", "2")):
         result = project.run(*ARGS, *extra)
         result.assert_outcomes(passed=1, failed=1)
-        result.stdout.fnmatch_lines(["*mlp-rv64gc].json: unreadable snapshot (*); restore it from git (no update "
+        result.stdout.fnmatch_lines([f"*mlp-rv64gc].json: {reason}; restore it from git (no update "
                                      "option rewrites it)"])
-    assert path.read_text() == '{"totals": {"vector": 0'
+        # syrupy counts the damaged snapshot as failed: never as unused, so it never offers to delete it, or does
+        result.stdout.fnmatch_lines(["*1 snapshot failed.*"])
+        for false_line in ("*unused*", "*Deleted*", "*deleted*"):
+            result.stdout.no_fnmatch_line(false_line)
+        assert path.read_text() == damage, extra
+        now = path.stat()  # not deleted and put back either: the very same file, never written
+        assert (now.st_ino, now.st_mtime_ns) == (untouched.st_ino, untouched.st_mtime_ns), extra
 
 
 def test_vector_code_on_a_scalar_target_fails_even_when_updating(project):

@@ -4,8 +4,9 @@ Everything a compiler engineer needs, with no pytest-rvv: the prepared .onnx, ea
 imported MLIR, the seeded inputs and onnxruntime's outputs (.npy), both compilers' version lines,
 ``compile.sh`` (the exact compile flags; each compiler dumps every dispatch's executable source
 and assembly), ``run.sh`` (both modules run the way the suite ran them, QEMU with its vlen
-included, times and outputs checked), the riscv64 runtime for a riscv64 target, and a README
-with the commands that show the difference. Written once here, and run once (``compile.sh``)
+included, times shown and outputs checked by ``check.py``, which needs no numpy: a stock python3
+runs it), the riscv64 runtime for a riscv64 target, and a README with the commands that show the
+difference. Written once here, and run once (``compile.sh``)
 so the folder already holds the dumps.
 """
 
@@ -19,28 +20,89 @@ from pathlib import Path
 import numpy as np
 
 from pytest_rvv.comparison.ab import ToolchainComparison
-from pytest_rvv.model.model import Model
+from pytest_rvv.model.model import Model, Tolerance
 from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
 from pytest_rvv.session import RvvSession
 from pytest_rvv.targets import HOST, RISCV64, Target
 
 SIDES = ("reference", "under-test")
-_CHECK = '''"""Compare each side's outputs with onnxruntime's (expected_*.npy): max abs error per output."""
+_CHECK = '''"""Compare each side's outputs with onnxruntime's (expected_*.npy): max abs error per output, and whether
+every element agrees within pytest-rvv's tolerance for the model: |got - expected| <= atol + steps * step + rtol *
+|expected| (NaN vs NaN agrees; step: the output's quantization step, int8 models). Exits 1 when one does not.
+Only Python's standard library (3.8+): the .npy files are read here, so any python3 runs it, numpy or not."""
+import ast
+import itertools
+import math
+import struct
 import sys
 from pathlib import Path
 
-import numpy as np
+ATOL, RTOL, STEPS = @TOLERANCE@  # pytest-rvv's tolerance for this model (@DESCRIBED@)
+OUTPUT_STEPS = @OUTPUT_STEPS@  # each output's quantization step (int8 models), None for a float output
+CODES = {"f2": "e", "f4": "f", "f8": "d", "i1": "b", "i2": "h", "i4": "i", "i8": "q",
+         "u1": "B", "u2": "H", "u4": "I", "u8": "Q", "b1": "?"}  # .npy dtype -> struct code
+ORDERS = {"<": "<", ">": ">", "|": "<", "=": "<" if sys.byteorder == "little" else ">"}
+
+
+def load(path):
+    """A .npy file (format 1.0 to 3.0) as (dtype, shape, values in C order)."""
+    data = path.read_bytes()
+    if data[:6] != b"\\x93NUMPY":
+        sys.exit(f"{path.name}: not a .npy file")
+    size, start = ("<H", 10) if data[6] == 1 else ("<I", 12)
+    (length,) = struct.unpack_from(size, data, 8)
+    header = ast.literal_eval(data[start:start + length].decode("latin1" if data[6] < 3 else "utf8"))
+    descr, shape = header["descr"], tuple(header["shape"])
+    if not isinstance(descr, str) or descr[:1] not in ORDERS or descr[1:] not in CODES:
+        sys.exit(f"{path.name}: dtype {descr!r} is not one check.py reads")
+    count = math.prod(shape)
+    values = struct.unpack_from(f"{ORDERS[descr[0]]}{count}{CODES[descr[1:]]}", data, start + length)
+    if header["fortran_order"] and len(shape) > 1:  # column-major on disk: read it in C order
+        strides = [math.prod(shape[:k]) for k in range(len(shape))]
+        values = [values[sum(i * s for i, s in zip(index, strides))]
+                  for index in itertools.product(*(range(n) for n in shape))]
+    return descr[1:], shape, values
+
+
+def compare(got, expected, step):
+    """(max abs error, elements beyond the tolerance), counted as pytest-rvv's agreement check counts them."""
+    atol = ATOL + (STEPS * step if step else 0.0)
+    worst, bad = 0.0, 0
+    for a, e in zip(got, expected):
+        if a == e or (a != a and e != e):  # equal (infinities too), or NaN vs NaN
+            continue
+        diff = abs(float(a) - float(e))
+        diff = math.inf if diff != diff else diff
+        worst = max(worst, diff)
+        if diff > atol + RTOL * abs(e) or not (math.isfinite(a) and math.isfinite(e)):
+            bad += 1
+    return worst, bad
+
 
 here = Path(__file__).parent
 expected = sorted(here.glob("expected_*.npy"))
+failed = []
 for side in sys.argv[1:]:
     for path in expected:
         got = here / side / path.name.replace("expected", "output")
         if not got.is_file():
             print(f"{side}: {got.name} missing")
+            failed.append(f"{side}/{got.name}")
             continue
-        error = float(np.max(np.abs(np.load(got).astype(np.float64) - np.load(path).astype(np.float64))))
-        print(f"{side}: {got.name} max abs error vs onnxruntime {error:.3g}")
+        (kind, shape, values), (want_kind, want_shape, want) = load(got), load(path)
+        if shape != want_shape or kind[0] != want_kind[0]:
+            print(f"{side}: {got.name} is {kind}{list(shape)}, onnxruntime's is {want_kind}{list(want_shape)}")
+            failed.append(f"{side}/{got.name}")
+            continue
+        index = int(path.stem.split("_")[1])
+        error, bad = compare(values, want, OUTPUT_STEPS[index] if index < len(OUTPUT_STEPS) else None)
+        beyond = f", {bad}/{len(want)} elements beyond the tolerance" if bad else ""
+        print(f"{side}: {got.name} max abs error vs onnxruntime {error:.3g}{beyond}")
+        if bad:
+            failed.append(f"{side}/{got.name}")
+if failed:
+    sys.exit(f"disagrees with onnxruntime (@DESCRIBED@): {', '.join(failed)}")
+print("all outputs agree with onnxruntime (@DESCRIBED@)")
 '''
 
 
@@ -81,7 +143,7 @@ def write_repro(directory: Path, comparison: ToolchainComparison, under_test: Rv
     _script(directory / "compile.sh", compile_lines)
     _script(directory / "run.sh", _run_lines(directory, sessions, functions, target, len(expected.inputs),
                                              len(expected.outputs)))
-    (directory / "check.py").write_text(_CHECK)
+    (directory / "check.py").write_text(_check(model.tolerance, expected.steps))
     _script(directory / "dispatch.sh", [
         "#!/usr/bin/env bash", "# The assembly of one dispatch, from <side>/intermediates/*.s (written by compile.sh):",
         "#   bash dispatch.sh reference dispatch_15_conv_128x4x4x32x3x3_f32", "set -euo pipefail",
@@ -91,7 +153,7 @@ def write_repro(directory: Path, comparison: ToolchainComparison, under_test: Rv
     if comparison.asm is not None:
         (directory / "asm.diff").write_text("\n".join(comparison.asm[1]) + "\n")
     readme = directory / "README.md"
-    readme.write_text(_readme(comparison, target))
+    readme.write_text(_readme(comparison, target, model.tolerance))
     subprocess.run(["bash", str(directory / "compile.sh")], capture_output=True, text=True, timeout=3600,
                    check=False)
     return readme
@@ -128,12 +190,19 @@ def _run_lines(directory: Path, sessions: dict[str, RvvSession], functions: dict
     return lines
 
 
+def _check(tolerance: Tolerance, steps: tuple[float | None, ...]) -> str:
+    """check.py with the model's tolerance and its outputs' quantization steps written in."""
+    values = (float(tolerance.atol), float(tolerance.rtol), float(tolerance.steps))
+    return (_CHECK.replace("@TOLERANCE@", repr(values)).replace("@DESCRIBED@", tolerance.describe())
+            .replace("@OUTPUT_STEPS@", repr([None if s is None else float(s) for s in steps])))
+
+
 def _script(path: Path, lines: list[str]) -> None:
     path.write_text("\n".join(lines) + "\n")
     path.chmod(0o755)
 
 
-def _readme(comparison: ToolchainComparison, target: Target) -> str:
+def _readme(comparison: ToolchainComparison, target: Target, tolerance: Tolerance) -> str:
     top = comparison.changes[0] if comparison.changes else None
     diff = ""
     if top is not None:
@@ -162,5 +231,7 @@ bash run.sh       # both modules on the seeded inputs: time, IREE's peak memory,
 on another machine. Inputs: `input_*.npy` (seeded), onnxruntime's outputs: `expected_*.npy`,
 the prepared model: `model.onnx`, each toolchain's import of it: `<side>.mlir`, versions:
 `versions.txt`; `asm.diff`: the disassembly diff pytest-rvv showed, in full. Executed instruction
-counts come from pytest-rvv's QEMU plugin; under plain QEMU, `run.sh` shows the time.
+counts come from pytest-rvv's QEMU plugin; under plain QEMU, `run.sh` shows the time. `run.sh` ends
+with `python3 check.py`, which needs only Python's standard library (no numpy) and exits 1 when an
+output disagrees with onnxruntime beyond the model's tolerance ({tolerance.describe()}).
 """
