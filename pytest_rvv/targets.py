@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 from collections.abc import Mapping
@@ -33,12 +34,73 @@ RVA23U64_FEATURES = (
     "+zvfh", "+zvfbfmin",
 )
 DATA_TILING_UKERNELS = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
-# Vector extensions QEMU 10 enables only when asked: an instruction of each traps (SIGILL) under
-# `-cpu rv64,v=true` unless `NAME=true` is given. Measured with QEMU 10.0.2: its `rva23u64` CPU enables
-# zvfhmin and zvbb but not zvfh, zvfbfmin or zvfbfwma; `max` enables all of them.
-EMULATOR_GATED = ("zvfh", "zvfhmin", "zvfbfmin", "zvfbfwma", "zvbb")
-_CPU_MODEL_IMPLIES = {"rva23u64": ("zvfhmin", "zvbb"), "rva23s64": ("zvfhmin", "zvbb"), "max": EMULATOR_GATED}
-_IMPLIED_BY = {"zvfhmin": "zvfh", "zvfbfmin": "zvfbfwma"}  # QEMU turns these on with the wider extension
+
+# What QEMU's riscv64 CPUs enable, measured with QEMU 10.0.2: `qemu-riscv64 -cpu CPU` running a static riscv64
+# program that prints /proc/cpuinfo, whose `isa` line is QEMU's riscv_isa_string (every enabled extension). Only
+# user-level extensions are kept (s*, h: no user-mode instructions). tests/test_emulator_cpu.py measures it again
+# and fails when a QEMU upgrade changes any of it.
+QEMU_MEASURED = "10.0.2"
+QEMU_CPU_EXTENSIONS = {
+    "rv64": "i m a f d c zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicntr zicsr zifencei zihintntl "
+            "zihintpause zihpm zmmul za64rs zaamo zalrsc zawrs zfa zca zcd zba zbb zbc zbs",
+    "rva22u64": "i m a f d c b zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicntr zicsr zihintpause "
+                "zihpm zmmul za64rs zaamo zalrsc zfhmin zca zcd zba zbb zbs zkt",
+    "rva22s64": "i m a f d c b zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicntr zicsr zifencei "
+                "zihintpause zihpm zmmul za64rs zaamo zalrsc zfhmin zca zcd zba zbb zbs zkt",
+    "rva23u64": "i m a f d c b v zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicond zicntr zicsr "
+                "zihintntl zihintpause zihpm zimop zmmul za64rs zaamo zalrsc zawrs zfa zfhmin zca zcb zcd zcmop zba "
+                "zbb zbs zkt zvbb zve32f zve32x zve64f zve64d zve64x zvfhmin zvkb zvkt",
+    "rva23s64": "i m a f d c b v zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicond zicntr zicsr "
+                "zifencei zihintntl zihintpause zihpm zimop zmmul za64rs zaamo zalrsc zawrs zfa zfhmin zca zcb zcd "
+                "zcmop zba zbb zbs zkt zvbb zve32f zve32x zve64f zve64d zve64x zvfhmin zvkb zvkt",
+    "max": "i m a f d c b v zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicfilp zicfiss zicond zicntr "
+           "zicsr zifencei zihintntl zihintpause zihpm zimop zmmul za64rs zaamo zabha zacas zama16b zalrsc zawrs zfa "
+           "zfbfmin zfh zfhmin zca zcb zcd zcmop zba zbb zbc zbkb zbkc zbkx zbs zk zkn zknd zkne zknh zkr zks zksed "
+           "zksh zkt ztso zvbb zvbc zve32f zve32x zve64f zve64d zve64x zvfbfmin zvfbfwma zvfh zvfhmin zvkb zvkg zvkn "
+           "zvknc zvkned zvkng zvknha zvknhb zvks zvksc zvksed zvksg zvksh zvkt",
+}
+# Every extension LLVM accepts that `-cpu rv64` leaves off (same measurement, QEMU 10.0.2): the QEMU property of its
+# own name enables it (`NAME=true`), with the extensions listed here that QEMU turns on with it (measured under
+# v=true for the vector ones; v itself is v=true). The first five come in the order earlier versions derived them,
+# so existing emulator-cpu strings (and the recorded runs keyed on them) stay the same.
+QEMU_OFF_BY_DEFAULT: dict[str, tuple[str, ...]] = {
+    "zvfh": ("zvfhmin", "zfhmin"), "zvfhmin": (), "zvfbfmin": (), "zvfbfwma": ("zvfbfmin", "zfbfmin"),
+    "zvbb": ("zvkb",),
+    "zfh": ("zfhmin",), "zfhmin": (), "zfbfmin": (),
+    "zvbc": (), "zvkb": (), "zvkg": (), "zvkned": (), "zvknha": (), "zvknhb": (), "zvksed": (), "zvksh": (),
+    "zvkt": (), "zvkn": ("zvkb", "zvkned", "zvknhb", "zvkt"),
+    "zvknc": ("zvbc", "zvkb", "zvkn", "zvkned", "zvknhb", "zvkt"),
+    "zvkng": ("zvkb", "zvkg", "zvkn", "zvkned", "zvknhb", "zvkt"), "zvks": ("zvkb", "zvksed", "zvksh", "zvkt"),
+    "zvksc": ("zvbc", "zvkb", "zvks", "zvksed", "zvksh", "zvkt"),
+    "zvksg": ("zvkb", "zvkg", "zvks", "zvksed", "zvksh", "zvkt"),
+    "b": (), "zicond": (), "zimop": (), "zcmop": (), "zcb": (), "zabha": (), "zacas": (), "zama16b": (), "ztso": (),
+    "zbkb": (), "zbkc": (), "zbkx": (), "zknd": (), "zkne": (), "zknh": (), "zkr": (), "zksed": (), "zksh": (),
+    "zkt": (), "zkn": ("zbkb", "zbkc", "zbkx", "zknd", "zkne", "zknh"),
+    "zks": ("zbkb", "zbkc", "zbkx", "zksed", "zksh"),
+    "zk": ("zbkb", "zbkc", "zbkx", "zkn", "zknd", "zkne", "zknh", "zkr", "zkt"),
+    "zicfilp": (), "zicfiss": (),
+    "xtheadba": (), "xtheadbb": (), "xtheadbs": (), "xtheadcmo": (), "xtheadcondmov": (), "xtheadfmemidx": (),
+    "xtheadmac": (), "xtheadmemidx": (), "xtheadmempair": (), "xtheadsync": (), "xventanacondops": (),
+    "v": ("zve32f", "zve32x", "zve64f", "zve64d", "zve64x"), "zve64d": ("zve32f", "zve32x", "zve64f", "zve64x"),
+    "zve64f": ("zve32f", "zve32x", "zve64x"), "zve64x": ("zve32x",), "zve32f": ("zve32x",), "zve32x": (),
+}
+# QEMU 10.0.2 refuses zicfiss alone ("requires zimop extension", "with zca requires zcmop extension")
+QEMU_NEEDS = {"zicfiss": ("zimop", "zcmop")}
+# LLVM extensions QEMU 10.0.2 has but refuses on rv64 with F, D and C (its own words). Any other extension LLVM accepts
+# is unknown to QEMU 10.0.2 (q, zilsd, zalasr, vendor x* such as xsmtvdot, experimental ones such as zvqdotq).
+QEMU_CANNOT = {
+    "e": "I and E extensions are incompatible", "zfinx": "Zfinx cannot be supported together with F extension",
+    "zdinx": "Zfinx cannot be supported together with F extension",
+    "zhinx": "Zfinx cannot be supported together with F extension",
+    "zhinxmin": "Zfinx cannot be supported together with F extension",
+    "zce": "Zcmp/Zcmt extensions are incompatible with Zcd extension",
+    "zcmp": "Zcmp/Zcmt extensions are incompatible with Zcd extension",
+    "zcmt": "Zcmp/Zcmt extensions are incompatible with Zcd extension", "zcf": "Zcf extension is only relevant to RV32",
+}
+_VECTOR = ("v", "zve32x", "zve32f", "zve64x", "zve64f", "zve64d")  # QEMU's v=true (the derived CPUs) enables them all
+_EXTENSION = re.compile(r"[a-gi-rt-z]|[zx][a-z0-9]+")  # s* and h are privileged: no user-mode instructions
+_PROFILE_ALIASES = {"rva20u64": "rv64", "rvi20u64": "rv64"}  # LLVM profile features within what rv64 enables
+_NO_INSTRUCTIONS = ("za128rs", "ziccamoc")  # memory-system guarantees QEMU does not name: nothing to trap on
 
 
 @dataclass(frozen=True)
@@ -101,8 +163,13 @@ class Target:
     def has_vector(self) -> bool:
         """True when the target compiles RISC-V vector (or SVE/NEON) code."""
         if self.arch == RISCV64:
-            return "+v" in self.features or any(f.startswith("+zve") for f in self.features)
+            return any(e in _VECTOR for e in self.extensions)
         return True
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The RISC-V extensions the features name (see ``riscv_extensions``); () for other architectures."""
+        return riscv_extensions(tuple(self.features)) if self.arch == RISCV64 else ()
 
     @property
     def min_vlen(self) -> int:
@@ -110,7 +177,7 @@ class Target:
         sizes = [int(m.group(1)) for f in self.features if (m := _ZVL.match(f))]
         if sizes:
             return max(sizes)
-        return 128 if self.arch == RISCV64 and "+v" in self.features else 0
+        return 128 if "v" in self.extensions else 0
 
     @property
     def emulator_vlen(self) -> int | None:
@@ -140,23 +207,43 @@ class Target:
 
     @property
     def emulator_gated(self) -> tuple[str, ...]:
-        """The target's extensions that QEMU must be told to enable (``EMULATOR_GATED``)."""
-        return tuple(e for e in EMULATOR_GATED if f"+{e}" in self.features)
+        """The target's extensions that ``-cpu rv64`` leaves off (``QEMU_OFF_BY_DEFAULT``, in its order), vector
+        unit aside (``v=true``): each needs ``NAME=true`` in the QEMU CPU string."""
+        wanted = set(self.extensions)
+        wanted |= {need for ext in self.extensions for need in QEMU_NEEDS.get(ext, ())}
+        return tuple(e for e in QEMU_OFF_BY_DEFAULT if e in wanted and e not in _VECTOR)
+
+    def emulator_missing(self) -> tuple[str, ...]:
+        """The target's extensions its QEMU CPU does not enable; () for a CPU model not measured (a vendor core)."""
+        if self.arch != RISCV64 or not self.emulator_cpu:
+            return ()
+        enabled = qemu_cpu_extensions(self.emulator_cpu)
+        return () if enabled is None else tuple(e for e in self.extensions if e not in enabled)
 
     def check_emulator_extensions(self) -> None:
-        """Refuse an emulator CPU that lacks an extension the code is compiled for: it would trap or mislead."""
-        if self.arch != RISCV64 or not self.emulator_cpu:
-            return
-        model, *props = self.emulator_cpu.split(",")
-        given = {p.split("=")[0] for p in props if p.split("=")[-1] in ("true", "on")}
-        enabled = given | set(_CPU_MODEL_IMPLIES.get(model, ()))
-        enabled |= {ext for ext, wider in _IMPLIED_BY.items() if wider in enabled}
-        missing = [e for e in self.emulator_gated if e not in enabled]
+        """Refuse an emulator CPU that lacks an extension the code is compiled for: it would trap or mislead.
+
+        Only extensions QEMU can enable are refused here (the fix is ``NAME=true``); those it cannot are refused when
+        the target runs under QEMU (``check_emulator_runs``), since a board may run them."""
+        missing = [e for e in self.emulator_missing() if e in QEMU_KNOWN]
         if missing:
             raise ConfigError(
                 f"target {self.name!r}: compiled with {', '.join('+' + e for e in missing)} but QEMU -cpu "
                 f"{self.emulator_cpu!r} does not enable it (its instructions would trap): add "
                 f"{','.join(e + '=true' for e in missing)} to emulator-cpu"
+            )
+
+    def check_emulator_runs(self) -> None:
+        """Refuse, before a run under QEMU, an extension QEMU (as measured: ``QEMU_MEASURED``) does not have or
+        cannot enable with F, D and C: its instructions would trap. The emulator CPU may name it (a newer QEMU)."""
+        for ext in self.emulator_missing():
+            if ext in QEMU_KNOWN:
+                continue  # refused when the target was made (check_emulator_extensions)
+            reason = QEMU_CANNOT.get(ext, f"it has no {ext}")
+            raise ConfigError(
+                f"target {self.name!r}: compiled with +{ext}, which QEMU {QEMU_MEASURED} cannot emulate ({reason}; "
+                f"its instructions would trap): run it on a board (--rvv-board), drop +{ext} from features, or add "
+                f"{ext}=true to emulator-cpu for a QEMU that has it"
             )
 
     def compiler_flags(self) -> list[str]:
@@ -184,13 +271,51 @@ class Target:
 
 def _default_emulator_cpu(target: Target) -> str:
     if target.arch == RISCV64:
-        if not target.has_vector:
-            return "rv64,v=false"
         gated = "".join(f",{e}=true" for e in target.emulator_gated)
+        if not target.has_vector:
+            return f"rv64,v=false{gated}"
         return f"rv64,v=true,vlen={target.min_vlen},elen=64,vext_spec=v1.0{gated}"
     if target.arch == AARCH64:
         return "max"
     return ""
+
+
+QEMU_KNOWN = frozenset(QEMU_OFF_BY_DEFAULT).union(*(set(e.split()) for e in QEMU_CPU_EXTENSIONS.values()))
+_PROFILE = re.compile(r"rv[abi]\d\d[us]\d\d")
+
+
+@functools.cache
+def riscv_extensions(features: tuple[str, ...]) -> tuple[str, ...]:
+    """The RISC-V extensions ``+feature``s name, lower case, in order: a profile feature (``+rva23u64``) stands for
+    what QEMU's CPU of that name enables; ``+zvlNb``, ``-`` features, LLVM tuning features, privileged s*/h
+    extensions and ``_NO_INSTRUCTIONS`` (nothing in user mode to trap on) are left out."""
+    found: list[str] = []
+    for feature in features:
+        if not feature.startswith("+") or _ZVL.match(feature):
+            continue
+        name = feature[1:].lower().removeprefix("experimental-")
+        profile = _PROFILE_ALIASES.get(name, name)
+        if _PROFILE.fullmatch(name):  # a profile QEMU has no CPU for stays a name QEMU does not know
+            found += QEMU_CPU_EXTENSIONS[profile].split() if profile in QEMU_CPU_EXTENSIONS else [name]
+        elif _EXTENSION.fullmatch(name) and name not in _NO_INSTRUCTIONS:
+            found.append(name)
+    return tuple(dict.fromkeys(found))
+
+
+def qemu_cpu_extensions(cpu: str) -> frozenset[str] | None:
+    """The user-level extensions QEMU enables for ``-cpu CPU`` (``QEMU_CPU_EXTENSIONS`` plus each ``NAME=true``
+    with what it turns on, minus each ``NAME=false``); None for a CPU model not measured."""
+    model, *props = cpu.split(",")
+    if model not in QEMU_CPU_EXTENSIONS:
+        return None
+    enabled = set(QEMU_CPU_EXTENSIONS[model].split())
+    for prop in props:
+        name, _, value = (part.strip().lower() for part in prop.partition("="))
+        if value in ("true", "on"):
+            enabled |= {name, *QEMU_OFF_BY_DEFAULT.get(name, ())}
+        elif value in ("false", "off"):
+            enabled.discard(name)
+    return frozenset(enabled)
 
 
 def _rvv(vlen: int) -> Target:

@@ -13,6 +13,7 @@ from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.errors import ConfigError, RunFailed, tail
 from pytest_rvv.process import ProcessResult, run_process
 from pytest_rvv.run.qemu import Qemu
+from pytest_rvv.run.sigill import explain, rerun_for_sigill
 from pytest_rvv.targets import Target
 from pytest_rvv.toolchain.runtimes import Runtime
 
@@ -57,6 +58,8 @@ class Runner:
         if target.is_emulated and qemu is None:
             raise ConfigError(f"target {target.name!r} needs qemu-{target.arch}")
         target.check_emulator_vlen()
+        if qemu is not None:
+            target.check_emulator_runs()
         self.target = target
         self.runtime = runtime
         self.qemu = qemu
@@ -131,10 +134,17 @@ class Runner:
             repro = f"cd {shlex.quote(str(workdir))} && env -i {shlex.join(argv[len(launcher):])}"
         what = f"{artifact.model} for {self.target.name} {self.where}"
         if not result.ok:
-            raise RunFailed(
-                f"iree-run-module {result.status()} running {what}{_hint(result)}",
-                details=_details(result, repro),
-            )
+            hint, details = _hint(result), _details(result, repro)
+            if self.qemu is not None and result.signal_name == "SIGILL" and not result.timed_out:
+                # once more with QEMU's logging, to name the instruction and the extension the CPU lacks
+                rerun = self.command(Path(GUEST_MODULE), artifact.function, [Path(p.name) for p in in_paths],
+                                     [Path(p.name) for p in out_paths], extra=runtime_args)
+                found = rerun_for_sigill(rerun, workdir / "sigill.log", workdir, timeout_s)
+                if found is not None:
+                    illegal = explain(*found, self.target, self.target.emulator_cpu)
+                    hint = f": {reason}" if (reason := illegal.hint(self.target.emulator_cpu)) else hint
+                    details += "\n" + illegal.details()
+            raise RunFailed(f"iree-run-module {result.status()} running {what}{hint}", details=details)
         missing = [p.name for p in out_paths if not p.is_file()]
         if missing:
             raise RunFailed(f"iree-run-module wrote no {', '.join(missing)} running {what}",
