@@ -7,11 +7,13 @@ summary says it once with the number of tests it stopped).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_rvv.errors import StorageFault
+from pytest_rvv.store import storage_fault
 
 STORAGE_PROPERTY = "rvv_storage_fault"
 COMPARED_PROPERTY = "rvv_compared"  # left by each test that compares toolchains (--rvv-compare)
@@ -44,6 +46,21 @@ class SessionNotices:
         if report.when == "call" and self.comparison_fixture in getattr(item, "fixturenames", ()):
             report.user_properties.append((COMPARED_PROPERTY, True))
         return report
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Any:
+        """Writing reports, baselines or snapshots at the end on a full or read-only disk: one line and a failed run,
+        not an internal error (innermost wrapper: the terminal summary still prints, with this line)."""
+        try:
+            return (yield)
+        except (OSError, StorageFault) as exc:
+            where = Path(str(getattr(exc, "filename", None) or ".")).parent
+            fault = storage_fault(exc, where, "free space or give other --rvv-report/--rvv-cache-dir folders")
+            if fault is None:
+                raise
+            self.add(f"{fault} (while writing the session's reports and baselines: they are incomplete)")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
