@@ -55,7 +55,7 @@ class SessionNotices:
             return (yield)
         except (OSError, StorageFault) as exc:
             where = Path(str(getattr(exc, "filename", None) or ".")).parent
-            fault = storage_fault(exc, where, "free space or give other --rvv-report/--rvv-cache-dir folders")
+            fault = storage_fault(exc, where, "write the report elsewhere (--rvv-report)")
             if fault is None:
                 raise
             self.add(f"{fault} (while writing the session's reports and baselines: they are incomplete)")

@@ -204,3 +204,21 @@ def test_an_unwritable_report_folder_and_a_comparison_nobody_selected_are_one_li
     compare = [line for line in lines if line.startswith("rvv: --rvv-compare=iree-base-compiler==3.12.0: ")]
     assert len(compare) == 1 and "nothing was compared" in compare[0], lines
     assert not (blocker.parent / "report").exists()
+
+
+def test_a_report_folder_that_fills_up_at_the_end_is_one_line_and_a_failed_run(tmp_path):
+    project = make_project(tmp_path / "project")
+    report = tmp_path / "report"
+    report.mkdir()
+    argv = shlex.join(pytest_argv("--rvv-targets=host", "-q", f"--rvv-report={report}"))
+    result = in_namespace(
+        f"mount -t tmpfs -o size=8k tmpfs {report}\n"  # room for the start-up check, not for the page
+        f"{argv} > small.log 2>&1 || echo \"rc=$?\" >> small.log\n"
+        f"find {report} -name '.*.tmp' > leftovers.log\n",
+        project, environment())
+    assert result.returncode == 0, result.stderr
+    small = (project / "small.log").read_text()
+    assert "rc=1" in small and "INTERNALERROR" not in small and "Traceback" not in small, small
+    said = [line for line in small.splitlines() if line.startswith(f"rvv: {report}: no space left on device")]
+    assert len(said) == 1 and "incomplete" in said[0], small
+    assert (project / "leftovers.log").read_text() == "", "a half-written report file stayed"
