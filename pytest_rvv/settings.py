@@ -163,108 +163,143 @@ class Settings:
         cls, lookup: Callable[[Option], tuple[Any, Path] | None], table: Mapping[str, Any], root: Path
     ) -> Settings:
         """Build settings; ``lookup(option)`` gives the CLI or ini value with its base directory, or None."""
-
-        def sourced(name: str) -> tuple[Any, Path]:
-            """The value and the directory a relative path in it is relative to."""
-            option = BY_NAME[name]
-            found = lookup(option)
-            if found is not None and found[0] not in (None, "", []):
-                return found
-            if option.env and os.environ.get(option.env):
-                return os.environ[option.env], Path.cwd()
-            found_in_table = table.get(option.key)
-            if found_in_table is None and option.name in ("targets", "models"):
-                plain = table.get(option.name)  # `targets = [...]` also selects
-                found_in_table = plain if isinstance(plain, list | str) else None
-            return found_in_table, root
-
-        def value(name: str) -> Any:
-            return sourced(name)[0]
-
-        def path(name: str) -> Path | None:
-            raw, base = sourced(name)
-            return None if raw in (None, "") else (base / Path(str(raw)).expanduser())
-
-        known_targets = dict(BUILTIN_TARGETS)
-        for tname, ttable in _definitions(table, "targets").items():
-            if not isinstance(ttable, dict):
-                raise ConfigError(f"[tool.pytest_rvv.targets.{tname}] must be a table")
-            known_targets[tname] = target_from_table(tname, ttable, known_targets)
-        size = str(value("size") or "ci")
-        if size not in SIZES:
-            raise ConfigError(f"--rvv-size: {size!r} is not one of {', '.join(SIZES)}")
-        user_models = {name: model_from_table(name, t, root) for name, t in _definitions(table, "models").items()}
-        known_models = {**builtin_models(size), **user_models}
-        every_model_name = {*builtin_models("ci"), *builtin_models("full"), *user_models}
-
-        targets = resolve_targets(_names(value("targets")) or list(known_targets), known_targets)
-        boards = {name: Board.from_table(name, t) for name, t in _definitions(table, "boards").items()}
-        board_names = tuple(_names(value("board")))
-        for name in board_names:
-            if name not in boards:
-                raise ConfigError(f"--rvv-board: unknown board {name!r}; declare it as [tool.pytest_rvv.boards.{name}] "
-                                  f"with host = \"user@board\" (known: {', '.join(boards) or 'none'})")
-        for t in known_targets.values():
-            if t.board is not None and t.board not in boards:
-                raise ConfigError(f"[tool.pytest_rvv.targets.{t.name}]: board {t.board!r} is not declared; add "
-                                  f"[tool.pytest_rvv.boards.{t.board}] with host = \"user@board\"")
-        model_names = [n if n in known_models or f"{n}-full" not in known_models else f"{n}-full"
-                       for n in _names(value("models")) or list(known_models)]
-        unknown = [n for n in model_names if n not in known_models]
-        if unknown:
-            raise ConfigError(f"--rvv-models: unknown model(s) {', '.join(unknown)}; "
-                              f"known: {', '.join(known_models)}")
-        timeout = _number(value("timeout"), DEFAULT_TIMEOUT_S, "--rvv-timeout", "a positive number of seconds",
-                          positive=True)
-        share_drop = _number(value("max-vector-share-drop"), DEFAULT_MAX_SHARE_DROP, "--rvv-max-vector-share-drop",
-                             "a number of percentage points")
-        cache = path("cache-dir") or default_cache_dir()
-        runtime, sysroot = path("runtime-riscv64"), path("sysroot-riscv64")
-        runtime_aarch64 = path("runtime-aarch64")
-        for arch, given in (("riscv64", runtime), ("aarch64", runtime_aarch64)):
-            if given is not None and not given.is_file():
-                raise ConfigError(f"--rvv-runtime-{arch} {given}: no such file; give the path of an "
-                                  f"iree-run-module built for {arch}-linux-gnu")
-        if sysroot is not None and not sysroot.is_dir():
-            raise ConfigError(f"--rvv-sysroot-riscv64 {sysroot}: no such directory")
-        compare = _spec(*sourced("compare"))
-        compare_runtime = path("compare-runtime-riscv64")
-        if compare_runtime is not None and compare is None:
-            raise ConfigError(f"--rvv-compare-runtime-riscv64 {compare_runtime}: there is no reference side; name the "
-                              "reference toolchain with --rvv-compare=SPEC, or give the runtime of the toolchain under "
-                              "test with --rvv-runtime-riscv64")
-        if compare_runtime is not None and not compare_runtime.is_file():
-            raise ConfigError(f"--rvv-compare-runtime-riscv64 {compare_runtime}: no such file; give the path of an "
-                              "iree-run-module built for riscv64-linux-gnu")
+        given = _Given(lookup, table, root)
+        known_targets = _known_targets(table)
+        targets = resolve_targets(_names(given.value("targets")) or list(known_targets), known_targets)
+        boards, board_names = _boards(given, table, known_targets)
+        known_models, every_model_name, models = _models(given, table, root)
+        runtime, runtime_aarch64, sysroot = _runtimes(given)
+        compare, compare_runtime = _comparison(given)
         return cls(
             root=root,
             targets=tuple(targets),
-            models=tuple(known_models[n] for n in dict.fromkeys(model_names)),
+            models=models,
             known_targets=known_targets,
             known_models=known_models,
-            every_model_name=frozenset(every_model_name),
+            every_model_name=every_model_name,
             runtime_riscv64=runtime,
             runtime_aarch64=runtime_aarch64,
             sysroot_riscv64=sysroot,
-            cache_dir=cache,
-            timeout_s=timeout,
-            qemu_dir=path("qemu-dir"),
-            expected_failures=path("expected-failures") or root / "baselines" / "expected-failures.toml",
-            iree_build=path("iree-build"),
-            added_work_percent=_number(value("added-work"), 5.0, "--rvv-added-work", "a percentage"),
-            machine=check_name(str(value("machine")), "--rvv-machine") if value("machine") else None,
-            max_vector_share_drop=share_drop,
-            perf_repeat_given=value("perf-repeat") not in (None, ""),
-            perf_repeat=int(_number(value("perf-repeat"), 3, "--rvv-perf-repeat", "a positive number of runs",
+            cache_dir=given.path("cache-dir") or default_cache_dir(),
+            timeout_s=_number(given.value("timeout"), DEFAULT_TIMEOUT_S, "--rvv-timeout",
+                              "a positive number of seconds", positive=True),
+            qemu_dir=given.path("qemu-dir"),
+            expected_failures=given.path("expected-failures") or root / "baselines" / "expected-failures.toml",
+            iree_build=given.path("iree-build"),
+            added_work_percent=_number(given.value("added-work"), 5.0, "--rvv-added-work", "a percentage"),
+            machine=check_name(str(given.value("machine")), "--rvv-machine") if given.value("machine") else None,
+            max_vector_share_drop=_number(given.value("max-vector-share-drop"), DEFAULT_MAX_SHARE_DROP,
+                                          "--rvv-max-vector-share-drop", "a number of percentage points"),
+            perf_repeat_given=given.value("perf-repeat") not in (None, ""),
+            perf_repeat=int(_number(given.value("perf-repeat"), 3, "--rvv-perf-repeat", "a positive number of runs",
                                     positive=True)),
             tolerances=table.get("tolerances") or {},
-            ops=str(value("ops")) if value("ops") else None,
-            shard=parse_shard(str(value("shard"))) if value("shard") not in (None, "") else None,
+            ops=str(given.value("ops")) if given.value("ops") else None,
+            shard=parse_shard(str(given.value("shard"))) if given.value("shard") not in (None, "") else None,
             compare=compare,
             compare_runtime_riscv64=compare_runtime,
             boards=boards,
             board_names=board_names,
         )
+
+
+class _Given:
+    """Where each option's value comes from: the CLI or ini (``lookup``), else its environment variable, else the
+    ``[tool.pytest_rvv]`` table; with the directory a relative path in it is relative to."""
+
+    def __init__(self, lookup: Callable[[Option], tuple[Any, Path] | None], table: Mapping[str, Any],
+                 root: Path) -> None:
+        self.lookup, self.table, self.root = lookup, table, root
+
+    def sourced(self, name: str) -> tuple[Any, Path]:
+        option = BY_NAME[name]
+        found = self.lookup(option)
+        if found is not None and found[0] not in (None, "", []):
+            return found
+        if option.env and os.environ.get(option.env):
+            return os.environ[option.env], Path.cwd()
+        found_in_table = self.table.get(option.key)
+        if found_in_table is None and option.name in ("targets", "models"):
+            plain = self.table.get(option.name)  # `targets = [...]` also selects
+            found_in_table = plain if isinstance(plain, list | str) else None
+        return found_in_table, self.root
+
+    def value(self, name: str) -> Any:
+        return self.sourced(name)[0]
+
+    def path(self, name: str) -> Path | None:
+        raw, base = self.sourced(name)
+        return None if raw in (None, "") else (base / Path(str(raw)).expanduser())
+
+
+def _known_targets(table: Mapping[str, Any]) -> dict[str, Target]:
+    """The built-in targets and the user's ``[tool.pytest_rvv.targets.NAME]`` tables."""
+    known = dict(BUILTIN_TARGETS)
+    for name, definition in _definitions(table, "targets").items():
+        if not isinstance(definition, dict):
+            raise ConfigError(f"[tool.pytest_rvv.targets.{name}] must be a table")
+        known[name] = target_from_table(name, definition, known)
+    return known
+
+
+def _boards(given: _Given, table: Mapping[str, Any],
+            known_targets: Mapping[str, Target]) -> tuple[dict[str, Board], tuple[str, ...]]:
+    """Declared boards and the ones ``--rvv-board`` selects; every board a target or the option names is declared."""
+    boards = {name: Board.from_table(name, t) for name, t in _definitions(table, "boards").items()}
+    board_names = tuple(_names(given.value("board")))
+    for name in board_names:
+        if name not in boards:
+            raise ConfigError(f"--rvv-board: unknown board {name!r}; declare it as [tool.pytest_rvv.boards.{name}] "
+                              f"with host = \"user@board\" (known: {', '.join(boards) or 'none'})")
+    for t in known_targets.values():
+        if t.board is not None and t.board not in boards:
+            raise ConfigError(f"[tool.pytest_rvv.targets.{t.name}]: board {t.board!r} is not declared; add "
+                              f"[tool.pytest_rvv.boards.{t.board}] with host = \"user@board\"")
+    return boards, board_names
+
+
+def _models(given: _Given, table: Mapping[str, Any],
+            root: Path) -> tuple[dict[str, Model], frozenset[str], tuple[Model, ...]]:
+    """Known models at the chosen size (built-in and the user's), every name at any size, and the selection."""
+    size = str(given.value("size") or "ci")
+    if size not in SIZES:
+        raise ConfigError(f"--rvv-size: {size!r} is not one of {', '.join(SIZES)}")
+    user_models = {name: model_from_table(name, t, root) for name, t in _definitions(table, "models").items()}
+    known = {**builtin_models(size), **user_models}
+    every_name = frozenset({*builtin_models("ci"), *builtin_models("full"), *user_models})
+    names = [n if n in known or f"{n}-full" not in known else f"{n}-full"
+             for n in _names(given.value("models")) or list(known)]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(f"--rvv-models: unknown model(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return known, every_name, tuple(known[n] for n in dict.fromkeys(names))
+
+
+def _runtimes(given: _Given) -> tuple[Path | None, Path | None, Path | None]:
+    """The user's riscv64 and aarch64 runtimes and riscv64 sysroot, each checked to exist."""
+    runtime, sysroot = given.path("runtime-riscv64"), given.path("sysroot-riscv64")
+    runtime_aarch64 = given.path("runtime-aarch64")
+    for arch, path in (("riscv64", runtime), ("aarch64", runtime_aarch64)):
+        if path is not None and not path.is_file():
+            raise ConfigError(f"--rvv-runtime-{arch} {path}: no such file; give the path of an "
+                              f"iree-run-module built for {arch}-linux-gnu")
+    if sysroot is not None and not sysroot.is_dir():
+        raise ConfigError(f"--rvv-sysroot-riscv64 {sysroot}: no such directory")
+    return runtime, runtime_aarch64, sysroot
+
+
+def _comparison(given: _Given) -> tuple[str | None, Path | None]:
+    """The reference toolchain's spec (--rvv-compare) and its riscv64 runtime, which needs a reference side."""
+    compare = _spec(*given.sourced("compare"))
+    runtime = given.path("compare-runtime-riscv64")
+    if runtime is not None and compare is None:
+        raise ConfigError(f"--rvv-compare-runtime-riscv64 {runtime}: there is no reference side; name the "
+                          "reference toolchain with --rvv-compare=SPEC, or give the runtime of the toolchain under "
+                          "test with --rvv-runtime-riscv64")
+    if runtime is not None and not runtime.is_file():
+        raise ConfigError(f"--rvv-compare-runtime-riscv64 {runtime}: no such file; give the path of an "
+                          "iree-run-module built for riscv64-linux-gnu")
+    return compare, runtime
 
 
 def _spec(raw: Any, base: Path) -> str | None:
