@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pytest_rvv.compile.ukernels import INTERMEDIATES, enables_ukernels, load_ukernels, record_ukernels
 from pytest_rvv.errors import CompileFailed, ImportFailed, ToolMissing, first_lines, tail
-from pytest_rvv.process import run_process
+from pytest_rvv.process import ProcessResult, run_process
 from pytest_rvv.stages import Stages
 from pytest_rvv.store import Store, digest, file_sha256
 from pytest_rvv.targets import HOST, Target
@@ -139,32 +139,7 @@ class Compiler:
                 if result.ok:
                     record_ukernels(tmp / INTERMEDIATES, tmp)
                 shutil.rmtree(tmp / INTERMEDIATES, ignore_errors=True)
-            unknown = sorted(set(_UNKNOWN_FEATURE.findall(result.stderr)))
-            if result.ok and unknown:  # LLVM drops an unknown feature with a warning: refuse, never ignore
-                out.unlink(missing_ok=True)
-                shutil.rmtree(tmp / EXECUTABLES, ignore_errors=True)
-                (tmp / "compile.log").write_text(result.stderr[-20000:])
-                return meta | {"status": "failed", "error": (
-                    f"iree-compile {self.toolchain.compiler_version} does not know the CPU feature(s) "
-                    f"{', '.join(unknown)} (LLVM would ignore them silently); fix the target's features")}
-            if result.ok:
-                return meta | {"status": "ok"}
-            fatal = _LLVM_FATAL.search(result.stderr)
-            if result.returncode < 0 and not result.timed_out and fatal:  # the compiler's own abort: deterministic
-                out.unlink(missing_ok=True)
-                shutil.rmtree(tmp / EXECUTABLES, ignore_errors=True)
-                (tmp / "compile.log").write_text(result.stderr[-20000:])
-                crashed = f"iree-compile crashed ({result.status()}): {fatal.group(0)}" + _hint(fatal.group(0), target)
-                return meta | {"status": "failed", "error": crashed}
-            if result.timed_out or result.returncode < 0:  # not deterministic: do not cache
-                raise CompileFailed(
-                    f"iree-compile {result.status()} on model {model_name!r} for target {target.name!r}",
-                    log=f"$ {result.command_line()}\n{tail(result.stderr, 40)}",
-                )
-            out.unlink(missing_ok=True)
-            shutil.rmtree(tmp / EXECUTABLES, ignore_errors=True)
-            (tmp / "compile.log").write_text(result.stderr[-20000:])
-            return meta | {"status": "failed", "error": first_lines(result.stderr, 3)}
+            return meta | self._outcome(result, model_name, target, tmp)
 
         entry = self.store.get_or_build("compile", key, build)
         if not entry.created:
@@ -183,6 +158,32 @@ class Compiler:
             key=key, flags=tuple(flags), compiler_version=self.toolchain.compiler_version,
             compile_s=float(meta["compile_s"]), reused=not entry.created, ukernels=load_ukernels(entry.path),
         )
+
+    def _outcome(self, result: ProcessResult, model_name: str, target: Target, tmp: Path) -> dict[str, object]:
+        """Sort an iree-compile run four ways: ok; a deterministic failure, cached with its log (an unknown CPU
+        feature LLVM would ignore, the compiler's own abort, an error); or a timeout or kill, raised and not cached."""
+        unknown = sorted(set(_UNKNOWN_FEATURE.findall(result.stderr)))
+        if result.ok and not unknown:
+            return {"status": "ok"}
+        fatal = _LLVM_FATAL.search(result.stderr)
+        crashed = fatal is not None and result.returncode < 0 and not result.timed_out  # its own abort: deterministic
+        if not result.ok and (result.timed_out or result.returncode < 0) and not crashed:  # not deterministic
+            raise CompileFailed(
+                f"iree-compile {result.status()} on model {model_name!r} for target {target.name!r}",
+                log=f"$ {result.command_line()}\n{tail(result.stderr, 40)}",
+            )
+        (tmp / "module.vmfb").unlink(missing_ok=True)
+        shutil.rmtree(tmp / EXECUTABLES, ignore_errors=True)
+        (tmp / "compile.log").write_text(result.stderr[-20000:])
+        if result.ok:  # LLVM drops an unknown feature with a warning: refuse, never ignore
+            return {"status": "failed", "error": (
+                f"iree-compile {self.toolchain.compiler_version} does not know the CPU feature(s) "
+                f"{', '.join(unknown)} (LLVM would ignore them silently); fix the target's features")}
+        if crashed and fatal is not None:
+            said = fatal.group(0)
+            return {"status": "failed",
+                    "error": f"iree-compile crashed ({result.status()}): {said}" + _hint(said, target)}
+        return {"status": "failed", "error": first_lines(result.stderr, 3)}
 
 
 _LLVM_FATAL = re.compile(r"LLVM ERROR: [^\n]*")
