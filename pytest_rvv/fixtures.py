@@ -40,7 +40,7 @@ from pytest_rvv.perf.verdict import judge
 from pytest_rvv.profile.measure import LANES_PROPERTY, ExecutedMeasurement, measure_executed
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
-from pytest_rvv.snapshots import check_vectorization
+from pytest_rvv.snapshots import SnapshotVerdict, check_vectorization
 from pytest_rvv.targets import RISCV64, Target
 
 SESSION_KEY = pytest.StashKey[RvvSession]()
@@ -55,6 +55,16 @@ def rvv_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     return snapshot.use_extension(JSONSnapshotExtension)
 
 
+def _judged(verdict: SnapshotVerdict, record_property: Any) -> GateResult:
+    """Record a snapshot verdict for the reports, and fail the test when it says so."""
+    for name, value in verdict.records:
+        record_property(name, value)
+    if verdict.failure is not None:
+        pytest.fail(verdict.failure, pytrace=False)
+    assert verdict.gate is not None  # only a damaged snapshot has none, and it fails above
+    return verdict.gate
+
+
 @pytest.fixture
 def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_snapshot: SnapshotAssertion,
                       record_property: Any, request: pytest.FixtureRequest) -> Callable[[], GateResult]:
@@ -62,12 +72,11 @@ def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Tar
 
     def check() -> GateResult:
         analysis = analyze(rvv_session.artifact(rvv_model, rvv_target), rvv_session.store, rvv_session.stages)
-        return check_vectorization(rvv_snapshot, analysis.snapshot(), rvv_target,
-                                   max_share_drop=rvv_session.settings.max_vector_share_drop,
-                                   strict=request.config.getoption("rvv_strict_baselines"),
-                                   record_property=record_property,
-                                   toolchain=rvv_session.toolchain.compiler_version,
-                                   added_work=rvv_session.settings.added_work_percent)
+        return _judged(check_vectorization(rvv_snapshot, analysis.snapshot(), rvv_target,
+                                           max_share_drop=rvv_session.settings.max_vector_share_drop,
+                                           strict=request.config.getoption("rvv_strict_baselines"),
+                                           toolchain=rvv_session.toolchain.compiler_version,
+                                           added_work=rvv_session.settings.added_work_percent), record_property)
 
     return check
 
@@ -107,12 +116,11 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
                                              **measurement.attribution["lanes"]})
             record_property(f"rvv.{LANE_OCCUPANCY}", measurement.attribution["lanes"]["total"]["occupancy_percent"])
         current = measurement.snapshot(rvv_model.name, rvv_target.name)
-        return check_vectorization(rvv_snapshot, current, rvv_target,
-                                   max_share_drop=rvv_session.settings.max_vector_share_drop,
-                                   strict=request.config.getoption("rvv_strict_baselines"),
-                                   record_property=record_property, kind="executed",
-                                   toolchain=rvv_session.toolchain.compiler_version,
-                                   added_work=rvv_session.settings.added_work_percent)
+        return _judged(check_vectorization(rvv_snapshot, current, rvv_target,
+                                           max_share_drop=rvv_session.settings.max_vector_share_drop,
+                                           strict=request.config.getoption("rvv_strict_baselines"), kind="executed",
+                                           toolchain=rvv_session.toolchain.compiler_version,
+                                           added_work=rvv_session.settings.added_work_percent), record_property)
 
     return check
 

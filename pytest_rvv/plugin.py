@@ -151,7 +151,7 @@ def _check_directories(config: pytest.Config, settings: Settings, notices: Sessi
         notices.add_fault(fault)
     report = config.getoption("rvv_report")
     if report and (fault := check_writable(Path(report).resolve(), "give another --rvv-report directory")):
-        notices.add(f"--rvv-report {report}: {fault}; no report is written")
+        notices.add(f"--rvv-report: {fault}; no report is written")
         config.option.rvv_report = None
 
 

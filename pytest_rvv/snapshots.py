@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from pytest_rvv.analyze.gate import GateResult, check_gate
@@ -64,6 +64,16 @@ def _counted(snapshot: dict[str, Any]) -> Any:
     return snapshot.get("totals"), snapshot.get("dispatches")
 
 
+@dataclass(frozen=True)
+class SnapshotVerdict:
+    """What the gate says of one model x target against its snapshot: the gate's result (None when the snapshot
+    is damaged), the message the test fails with (None: it passes), and what it records for the reports."""
+
+    gate: GateResult | None
+    failure: str | None
+    records: tuple[tuple[str, Any], ...]
+
+
 def check_vectorization(
     snapshot: SnapshotAssertion,
     current: dict[str, Any],
@@ -71,12 +81,12 @@ def check_vectorization(
     *,
     max_share_drop: float,
     strict: bool,
-    record_property: Any,
     kind: str = "static",
     toolchain: str = "",
     added_work: float = 5.0,
-) -> GateResult:
-    """Apply the gate against the recorded snapshot, then keep (or, when updating, rewrite) it.
+) -> SnapshotVerdict:
+    """Apply the gate against the recorded snapshot, then keep (or, when updating, rewrite) it; the verdict is
+    returned (the fixture fails the test with ``failure`` and records ``records``).
 
     - updating (``--snapshot-update`` / ``--update-baselines``): the snapshot is rewritten and
       regressions are accepted; only a vector instruction on a scalar target still fails;
@@ -94,8 +104,8 @@ def check_vectorization(
         broken = None
     if broken is not None:  # failed outside the except block: the failure reads once
         _keep_in_use(snapshot, current)
-        record_property(BROKEN_PROPERTY, (str(broken.path), broken.path.read_bytes().hex()))
-        pytest.fail(str(broken), pytrace=False)
+        return SnapshotVerdict(None, str(broken), ((BROKEN_PROPERTY, (str(broken.path),
+                                                                      broken.path.read_bytes().hex())),))
     current = {**current, "iree_compile": toolchain} if toolchain else current
     recorded_with = (previous or {}).get("iree_compile")
     upgrade = bool(recorded_with and toolchain and recorded_with != toolchain)
@@ -117,7 +127,7 @@ def check_vectorization(
         if strict and not failures and _counted(previous) != _counted(current):
             failures = [f"differs from the recorded snapshot (--rvv-strict-baselines): "
                         f"{'; '.join(verdict.improvements + verdict.changes) or 'counts changed'}"]
-    record_property(VECTORIZATION_PROPERTY, {
+    record = {
         "model": model, "target": target.name, "kind": kind,
         "vector": current["totals"]["vector"], "instructions": current["totals"]["instructions"],
         "not_vectorized": current.get("not_vectorized", []) if target.has_vector else [],
@@ -126,12 +136,10 @@ def check_vectorization(
         "recorded_totals": previous["totals"] if previous else None,
         "dispatches": {k: {"instructions": d["instructions"], "vector": d["vector"]}
                        for k, d in current["dispatches"].items()},  # for the HTML report's dispatch table
-    })
+    }
+    failure = None
     if failures:
-        pytest.fail(
-            f"{kind} vectorization regression: {model} on {target.name}\n"
-            + "\n".join(f"  {line}" for line in failures)
-            + f"\nsnapshot: {where}\nif this is intended, rerun with --snapshot-update or --update-baselines",
-            pytrace=False,
-        )
-    return verdict
+        failure = (f"{kind} vectorization regression: {model} on {target.name}\n"
+                   + "\n".join(f"  {line}" for line in failures)
+                   + f"\nsnapshot: {where}\nif this is intended, rerun with --snapshot-update or --update-baselines")
+    return SnapshotVerdict(verdict, failure, ((VECTORIZATION_PROPERTY, record),))

@@ -132,6 +132,10 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RvvPr
     monkeypatch.setenv("PYTEST_RVV_CACHE_DIR", str(USER_CACHE))
     monkeypatch.setenv("PYTEST_RVV_TOOLS_DIR", str(USER_TOOLS))
     monkeypatch.delenv("PYTEST_RVV_RUNTIME_RISCV64", raising=False)
+    # an inner session is not an xdist worker, even when these tests run under -n: syrupy reads these to decide
+    # whether to print its summary
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     return RvvProject(pytester)
 
 

@@ -199,7 +199,7 @@ def test_an_unwritable_report_folder_and_a_comparison_nobody_selected_are_one_li
                             cwd=project, env=environment(), capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:]
     lines = result.stdout.splitlines()
-    report = [line for line in lines if line.startswith(f"rvv: --rvv-report {blocker}/report: ")]
+    report = [line for line in lines if line.startswith(f"rvv: --rvv-report: {blocker}/report: ")]
     assert len(report) == 1 and "no report is written" in report[0], lines
     compare = [line for line in lines if line.startswith("rvv: --rvv-compare=iree-base-compiler==3.12.0: ")]
     assert len(compare) == 1 and "nothing was compared" in compare[0], lines
