@@ -13,11 +13,11 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from pytest_rvv.analyze.gate import GateResult
-from pytest_rvv.analyze.static import analyze
+from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, ToolMissing
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.report import COMPARISON_PROPERTY
 from pytest_rvv.comparison.repro import write_repro
+from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.conformance.batch import NodeBatches
 from pytest_rvv.conformance.check import (
     NodeTestFailure,
@@ -29,24 +29,24 @@ from pytest_rvv.conformance.check import (
 )
 from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY, NEW_PASS
-from pytest_rvv.errors import ConfigError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.judge.applicable import references
+from pytest_rvv.judge.baselines import PERF_BASELINES
+from pytest_rvv.judge.gate import GateResult
+from pytest_rvv.judge.policy import tolerances
+from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
+from pytest_rvv.judge.verdict import judge
+from pytest_rvv.measure.executed import LANES_PROPERTY, ExecutedMeasurement, measure_executed
+from pytest_rvv.measure.metrics import LANE_OCCUPANCY
+from pytest_rvv.measure.performance import PerfResult, measure_performance
+from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
-from pytest_rvv.perf.measure import PerfResult, measure_performance
-from pytest_rvv.perf.metrics import LANE_OCCUPANCY
-from pytest_rvv.perf.policy import tolerances
-from pytest_rvv.perf.reference import references
-from pytest_rvv.perf.report import PERF_IMPROVED, PERF_NOTE, PERF_PROPERTY, PERF_ROWS
-from pytest_rvv.perf.verdict import judge
-from pytest_rvv.profile.measure import LANES_PROPERTY, ExecutedMeasurement, measure_executed
+from pytest_rvv.report.performance import PERF_IMPROVED, PERF_NOTE, PERF_PROPERTY, PERF_ROWS
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
-from pytest_rvv.snapshots import SnapshotVerdict, check_vectorization
-from pytest_rvv.targets import RISCV64, Target
 
 SESSION_KEY = pytest.StashKey[RvvSession]()
 REFERENCE_KEY = pytest.StashKey[RvvSession]()  # the reference toolchain's session (--rvv-compare)
 
-PERF_BASELINES = Path("baselines") / "performance"
 
 
 @pytest.fixture

@@ -14,35 +14,39 @@ from typing import Any
 
 import pytest
 
-from pytest_rvv import fixtures, scheduling, shards
-from pytest_rvv.compare.summary import AgreementSummary
+from pytest_rvv import fixtures
+from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
+from pytest_rvv.base.stages import STAGES_CELL_PROPERTY, STAGES_PROPERTY, StageProfile
+from pytest_rvv.base.store import check_writable
+from pytest_rvv.base.tools import default_tools_dir
 from pytest_rvv.comparison.report import ComparisonSummary
+from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
+from pytest_rvv.config.targets import Target
 from pytest_rvv.conformance.node_tests import node_tests, select
 from pytest_rvv.conformance.report import ConformanceTracker
-from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
-from pytest_rvv.expectations import ExpectedFailureUpdater, load_expected_failures, phase_of
-from pytest_rvv.fixtures import PERF_BASELINES, REFERENCE_KEY, SESSION_KEY
+from pytest_rvv.fixtures import REFERENCE_KEY, SESSION_KEY
+from pytest_rvv.judge.applicable import MACHINES, recorded_toolchains
+from pytest_rvv.judge.baselines import PERF_BASELINES
+from pytest_rvv.judge.expectations import ExpectedFailure, ExpectedFailureUpdater, load_expected_failures, phase_of
 from pytest_rvv.model.model import Model
-from pytest_rvv.notices import SessionNotices
-from pytest_rvv.perf.reference import MACHINES, recorded_toolchains
-from pytest_rvv.perf.report import PerformanceCollector
+from pytest_rvv.report.agreement import AgreementSummary
 from pytest_rvv.report.html import CELL_PROPERTY, CHECKS, COULD_NOT_RUN_PROPERTY, RunReport
-from pytest_rvv.run.qemu import default_tools_dir
+from pytest_rvv.report.notices import SessionNotices
+from pytest_rvv.report.performance import PerformanceCollector
+from pytest_rvv.report.vectorization import VectorizationSummary
 from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import OPTIONS, Option, Settings, read_pyproject_table
-from pytest_rvv.stages import STAGES_CELL_PROPERTY, STAGES_PROPERTY, StageProfile
-from pytest_rvv.store import check_writable
-from pytest_rvv.summary import VectorizationSummary
-from pytest_rvv.targets import Target
 from pytest_rvv.toolchain.choice import NoRuntimeLoads
 from pytest_rvv.toolchain.environments import toolchain_from_spec
 from pytest_rvv.toolchain.runtime_build import commit_mismatch
 from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
+from pytest_rvv.xdist import scheduling, shards
 
 CHECK_PROPERTY = "rvv_check_outcome"
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
 # .test_durations, read once where it is used: --rvv-shard, and xdist's load scheduling (scheduling.py)
 DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
+# the expected failures per (target, model), applied to the collected tests
+EXPECTED_KEY = pytest.StashKey[dict[tuple[str, str], ExpectedFailure]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -111,7 +115,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # read once, here, so a damaged file is one line (not an internal error in the header or at collection)
         uses_durations = settings.shard or _schedules_by_cell(config)
         durations = shards.load_durations(config.rootpath / shards.DURATIONS_FILE) if uses_durations else {}
-        session = RvvSession(settings, expected)
+        session = RvvSession(settings)
         if not hasattr(config, "workerinput"):  # the controller refuses before workers start
             session.check_boards()  # each board in use probed once: a target it cannot run right is refused now
     except RvvError as exc:
@@ -121,9 +125,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         _check_directories(config, settings, notices)
     config.stash[SESSION_KEY] = session
+    config.stash[EXPECTED_KEY] = expected
     config.stash[DURATIONS_KEY] = durations
     if reference is not None:
-        config.stash[REFERENCE_KEY] = RvvSession(settings, expected, toolchain=reference, reference=True)
+        config.stash[REFERENCE_KEY] = RvvSession(settings, toolchain=reference, reference=True)
     config.pluginmanager.register(ComparisonSummary(config.getoption("rvv_report")),
                                   "rvv-toolchain-comparison")
     if not config.pluginmanager.is_registered(fixtures):
@@ -296,7 +301,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if elsewhere:
             config.hook.pytest_deselected(items=elsewhere)
             items[:] = kept
-    expected = config.stash[SESSION_KEY].expected_failures
+    expected = config.stash[EXPECTED_KEY]
     for item in items:
         marker = item.get_closest_marker("rvv_check")
         params = getattr(item, "callspec", None)

@@ -17,23 +17,22 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.boards import Board
-from pytest_rvv.compare.reference import onnxruntime_outputs, reference_level
+from pytest_rvv.base.errors import ConfigError, RunFailed, RuntimeMismatch, RvvError
+from pytest_rvv.base.stages import Stages
+from pytest_rvv.base.store import Store, content_sha, digest, file_sha256
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
-from pytest_rvv.errors import ConfigError, RunFailed, RuntimeMismatch, RvvError
-from pytest_rvv.expectations import ExpectedFailure
-from pytest_rvv.machine import Machine, this_machine
+from pytest_rvv.config.boards import Board
+from pytest_rvv.config.machine import Machine, this_machine
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import BUILTIN_TARGETS, HOST, RISCV64, Target
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.model.quantize import output_steps
 from pytest_rvv.run.board import BoardFacts, BoardLink, BoardRunner
+from pytest_rvv.run.onnxruntime import onnxruntime_outputs, reference_level
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.recorded import OUTPUTS, PLAIN, RecordedRun, RecordedRuns, rss_probe
 from pytest_rvv.run.runner import Runner, RunOutcome
-from pytest_rvv.settings import Settings
-from pytest_rvv.stages import Stages
-from pytest_rvv.store import Store, content_sha, digest, file_sha256
-from pytest_rvv.targets import BUILTIN_TARGETS, HOST, RISCV64, Target
 from pytest_rvv.toolchain.runtimes import Runtime, runtime_for
 from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 
@@ -66,12 +65,10 @@ class RvvSession:
     """The pipeline with its settings, cache and memoised stages."""
 
     def __init__(self, settings: Settings,
-                 expected_failures: dict[tuple[str, str], ExpectedFailure] | None = None,
                  toolchain: Toolchain | None = None, reference: bool = False) -> None:
         self.settings = settings
         self.is_reference = reference  # the --rvv-compare side: its own runtime options apply
         self.store = Store(settings.cache_dir)
-        self.expected_failures = expected_failures or {}
         self._toolchain = toolchain
         self._links: dict[Board, BoardLink] = {}  # the boards' SSH connections this process opened
         self._runtimes: dict[str, Runtime | RvvError] = {}  # per arch; a failure is remembered, said once
@@ -108,7 +105,7 @@ class RvvSession:
         if kind == PLAIN:
             helper = rss_probe(self.store)
         else:
-            from pytest_rvv.profile.plugin import build_plugin, check_plugin_support
+            from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support
 
             check_plugin_support(runner.qemu)
             helper = build_plugin(self.store)

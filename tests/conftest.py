@@ -12,11 +12,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytest_rvv.errors import ToolMissing
-from pytest_rvv.profile.plugin import build_plugin, check_plugin_support
-from pytest_rvv.run.qemu import default_tools_dir, find_qemu
-from pytest_rvv.settings import default_cache_dir
-from pytest_rvv.store import Store
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.store import Store
+from pytest_rvv.base.tools import default_tools_dir
+from pytest_rvv.config.settings import default_cache_dir
+from pytest_rvv.run.qemu import find_qemu
+from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 # pytester points HOME at a temporary directory: pin the real cache and QEMU locations first, so

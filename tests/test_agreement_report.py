@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pytest_rvv.compare.agreement import compare
+from pytest_rvv.measure.agreement import compare
 from pytest_rvv.model.model import Tolerance
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.comparison.bisect import BAD, GOOD, SKIP, ReleaseBisect, Step, versions_between
-from pytest_rvv.errors import ConfigError
-from pytest_rvv.profile.measure import measure_executed
+from pytest_rvv.config.settings import Settings, read_pyproject_table
+from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure.executed import measure_executed
 from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import Settings, read_pyproject_table
-from pytest_rvv.targets import BUILTIN_TARGETS
 from pytest_rvv.toolchain.environments import toolchain_from_spec
 
 from .conftest import SUITES, USER_TOOLS

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_rvv.analyze.classify import classify_aarch64, classify_riscv
+from pytest_rvv.measure.classify import classify_aarch64, classify_riscv
 
 
 @pytest.mark.parametrize(("mnemonic", "expected"), [

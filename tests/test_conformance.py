@@ -4,12 +4,12 @@ import shutil
 
 import pytest
 
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.conformance.batch import NodeBatches, plain_function
 from pytest_rvv.conformance.node_tests import DEFAULT_SUBSET, node_tests, select
 from pytest_rvv.run.recorded import OUTPUTS
 from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import Settings
-from pytest_rvv.targets import BUILTIN_TARGETS
 
 from .conftest import SUITES, USER_CACHE
 

@@ -8,9 +8,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from pytest_rvv.compare.reference import onnxruntime_outputs, reference_level
 from pytest_rvv.model.builders import BUILDERS
 from pytest_rvv.model.builders.decoder import HEAD_DIM, KV_HEADS, LAYERS, VOCAB, decode_graph, prefill_graph
+from pytest_rvv.run.onnxruntime import onnxruntime_outputs, reference_level
 
 PREFILL, CAPACITY = 8, 16
 

@@ -19,12 +19,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytest_rvv.errors import ConfigError, RunFailed, RuntimeNotProvided
-from pytest_rvv.run.qemu import find_qemu
-from pytest_rvv.run.runner import Runner
-from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import Settings
-from pytest_rvv.targets import (
+from pytest_rvv.base.errors import ConfigError, RunFailed, RuntimeNotProvided
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import (
     BUILTIN_TARGETS,
     QEMU_CANNOT,
     QEMU_CPU_EXTENSIONS,
@@ -35,6 +32,9 @@ from pytest_rvv.targets import (
     qemu_cpu_extensions,
     target_from_table,
 )
+from pytest_rvv.run.qemu import find_qemu
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.session import RvvSession
 from pytest_rvv.toolchain.runtimes import Runtime
 
 from .conftest import USER_CACHE, save_model

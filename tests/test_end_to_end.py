@@ -2,11 +2,11 @@
 
 import pytest
 
-from pytest_rvv.checks import check_agreement, check_compiles
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.judge.checks import check_agreement, check_compiles
 from pytest_rvv.model.manifest import model_from_table
 from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import Settings
-from pytest_rvv.targets import BUILTIN_TARGETS
 
 from .conftest import USER_CACHE, mlp_model
 
@@ -45,7 +45,7 @@ def test_runs_and_agrees_with_onnxruntime(session_and_model, target, tmp_path):
 
 def test_a_different_module_would_be_caught(session_and_model, tmp_path):
     """The comparison is not vacuous: outputs for other inputs disagree with the reference."""
-    from pytest_rvv.compare.agreement import compare
+    from pytest_rvv.measure.agreement import compare
 
     session, model = session_and_model
     runner = session.runner(BUILTIN_TARGETS["host"])

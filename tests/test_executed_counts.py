@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rvv.errors import ToolMissing
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.process import run_process
+from pytest_rvv.base.store import Store
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
+from pytest_rvv.measure.counts import parse
+from pytest_rvv.measure.executed import measure_executed
 from pytest_rvv.model.manifest import model_from_table
-from pytest_rvv.process import run_process
-from pytest_rvv.profile.counts import parse
-from pytest_rvv.profile.measure import measure_executed
-from pytest_rvv.profile.plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.qemu import Qemu, find_qemu
+from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import Settings
-from pytest_rvv.store import Store
-from pytest_rvv.targets import BUILTIN_TARGETS, Target
 
 from .conftest import USER_CACHE, mlp_model
 

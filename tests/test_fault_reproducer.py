@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_rvv.compare.agreement import compare
 from pytest_rvv.comparison.repro import _check
+from pytest_rvv.measure.agreement import compare
 from pytest_rvv.model.model import Tolerance
 
 STOCK_PYTHON = Path("/usr/bin/python3")  # Debian's own interpreter: what a machine without pytest-rvv has

@@ -1,7 +1,7 @@
 """The vectorization gate's rules, on snapshot records."""
 
-from pytest_rvv.analyze.gate import check_gate
-from pytest_rvv.targets import BUILTIN_TARGETS
+from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.judge.gate import check_gate
 
 RVV = BUILTIN_TARGETS["rv64gcv-zvl256b"]
 SCALAR = BUILTIN_TARGETS["rv64gc"]
@@ -75,7 +75,7 @@ def test_new_and_vanished_dispatches_are_reported_as_changes():
 def test_the_upgrade_review_ranks_added_work_first_then_less_work_then_code_size():
     from pathlib import Path
 
-    from pytest_rvv.summary import VectorizationSummary
+    from pytest_rvv.report.vectorization import VectorizationSummary
 
     summary = VectorizationSummary(Path("."), set())
     before, after = record(dispatch_0=(10, 100), dispatch_1=(50, 1000)), record(dispatch_0=(10, 80),

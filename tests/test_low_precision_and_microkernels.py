@@ -13,15 +13,15 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytest_rvv.analyze.gate import check_gate
-from pytest_rvv.analyze.static import analyze
-from pytest_rvv.checks import check_agreement
-from pytest_rvv.errors import CompileFailed, ModelError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.base.errors import CompileFailed, ModelError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
+from pytest_rvv.judge.checks import check_agreement
+from pytest_rvv.judge.gate import check_gate
+from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import prepare
 from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import Settings
-from pytest_rvv.targets import BUILTIN_TARGETS, Target
 
 from .conftest import mlp_model, save_model
 
@@ -80,7 +80,7 @@ def test_the_reference_of_a_qdq_model_is_its_qdq_arithmetic_not_this_machines_in
 
 
 def test_an_output_off_by_two_steps_fails_a_one_step_tolerance(mlp_int8):
-    from pytest_rvv.compare.agreement import compare
+    from pytest_rvv.measure.agreement import compare
 
     session, models = mlp_int8
     model, reference = models["mlp-int8"], session.reference(models["mlp-int8"])

@@ -1,8 +1,8 @@
 """Dispatches are matched across compiles by what they compute, so a renumbering is never a change."""
 
-from pytest_rvv.analyze.gate import check_gate
-from pytest_rvv.analyze.matching import computes, match_dispatches
-from pytest_rvv.targets import BUILTIN_TARGETS
+from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.judge.gate import check_gate
+from pytest_rvv.measure.matching import computes, match_dispatches
 from tests.test_gate import record
 
 RVV = BUILTIN_TARGETS["rv64gcv-zvl256b"]

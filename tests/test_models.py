@@ -10,15 +10,15 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from pytest_rvv.base.errors import CompileFailed
+from pytest_rvv.base.store import Store
 from pytest_rvv.compile.compiler import Compiler
-from pytest_rvv.errors import CompileFailed
+from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.model.generated import GeneratedSource
 from pytest_rvv.model.model import InputSpec, Model
 from pytest_rvv.model.prepare import conv_unit_output, reflect_pad_gather
 from pytest_rvv.model.registry import builtin_models
 from pytest_rvv.model.sources import LocalFile
-from pytest_rvv.store import Store
-from pytest_rvv.targets import BUILTIN_TARGETS
 from pytest_rvv.toolchain.toolchain import find_toolchain
 
 from .conftest import USER_CACHE, save_model

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from pytest_rvv.perf.baseline import load_baseline
-from pytest_rvv.perf.baseline import write_baselines as write_portable
-from pytest_rvv.perf.policy import DEFAULT_TOLERANCES, Row, compare, mann_whitney_greater, table, tolerances
+from pytest_rvv.judge.baselines import load_baseline
+from pytest_rvv.judge.baselines import write_baselines as write_portable
+from pytest_rvv.judge.policy import DEFAULT_TOLERANCES, Row, compare, mann_whitney_greater, table, tolerances
 
 from .conftest import SUITES
 
@@ -252,7 +252,7 @@ def test_a_machine_name_is_a_folder_name_or_one_clear_line(project):
 
 
 def test_the_default_machine_name_follows_the_fingerprint():
-    from pytest_rvv.machine import derived_name, this_machine
+    from pytest_rvv.config.machine import derived_name, this_machine
 
     here = this_machine(None, "qemu 10.0.2 plugins")
     assert here.name == derived_name(here.fingerprint) and here.named_by == "fingerprint"
@@ -302,11 +302,11 @@ def test_wall_time_slower_without_more_cpu_time_is_machine_load_not_a_regression
 
 def test_after_an_upgrade_the_host_targets_sizes_are_churn_on_its_own_machine_too(tmp_path):
     """Every metric of the host target is machine-bound: its code sizes follow the upgrade review there as well."""
-    from pytest_rvv.machine import this_machine
-    from pytest_rvv.perf.measure import PerfResult
-    from pytest_rvv.perf.reference import References
-    from pytest_rvv.perf.verdict import judge
-    from pytest_rvv.targets import BUILTIN_TARGETS
+    from pytest_rvv.config.machine import this_machine
+    from pytest_rvv.config.targets import BUILTIN_TARGETS
+    from pytest_rvv.judge.applicable import References
+    from pytest_rvv.judge.verdict import judge
+    from pytest_rvv.measure.performance import PerfResult
 
     old = {"iree_compile": "IREE compiler version 3.12.0"}
     machine = {"metrics": {"module_bytes": 1000, "cpu_s_min": 1.0}, "samples": {}, "toolchain": old}

@@ -2,7 +2,7 @@
 
 import io
 
-from pytest_rvv.progress import Progress
+from pytest_rvv.base.progress import Progress
 
 
 class Terminal(io.StringIO):

@@ -11,15 +11,15 @@ import shutil
 import numpy as np
 import pytest
 
-from pytest_rvv.errors import RuntimeNotProvided
+from pytest_rvv.base.errors import RuntimeNotProvided
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure.counts import attribute, parse
 from pytest_rvv.model.model import Model
-from pytest_rvv.profile.counts import attribute, parse
-from pytest_rvv.profile.plugin import build_plugin
+from pytest_rvv.run.qemu_plugin import build_plugin
 from pytest_rvv.run.recorded import COUNTED, NAMESPACE, PLAIN, RecordedRuns, run_key
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import Settings
-from pytest_rvv.targets import BUILTIN_TARGETS
 
 from .conftest import SUITES, mlp_model
 
@@ -158,7 +158,7 @@ def test_a_rerun_emulates_nothing_and_after_one_models_file_changed_only_its_cel
 
 def test_the_shared_plain_run_measures_iree_peak_allocation_like_a_timed_run(rvv):
     """--print_statistics writes to stderr: a recorded run that kept stdout alone left the metric unmeasured."""
-    from pytest_rvv.perf.measure import measure_performance
+    from pytest_rvv.measure.performance import measure_performance
 
     session, model = rvv
     runner = session.runner(TARGET)

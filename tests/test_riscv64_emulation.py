@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rvv.base.errors import RunFailed
+from pytest_rvv.base.process import run_process
 from pytest_rvv.compile.compiler import Artifact
-from pytest_rvv.errors import RunFailed
-from pytest_rvv.process import run_process
+from pytest_rvv.config.targets import BUILTIN_TARGETS, RISCV64
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.runner import Runner
-from pytest_rvv.targets import BUILTIN_TARGETS, RISCV64
 from pytest_rvv.toolchain.runtimes import Runtime
 
 CROSS_GCC = "riscv64-linux-gnu-gcc"

@@ -4,7 +4,7 @@ import os
 import sys
 from pathlib import Path
 
-from pytest_rvv.process import run_process
+from pytest_rvv.base.process import run_process
 
 
 def _processes_mentioning(text: str) -> list[str]:

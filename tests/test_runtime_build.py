@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rvv.errors import RvvError, ToolMissing
+from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.toolchain.runtime_build import (
     NAMESPACE,
     BuildFailed,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, RvvError
+from pytest_rvv.base.store import Store
 from pytest_rvv.comparison.bisect import COULD_NOT_RUN, SKIP, run_selection, verdict_of
-from pytest_rvv.errors import ConfigError, RuntimeNotProvided, RvvError
-from pytest_rvv.settings import Settings
-from pytest_rvv.store import Store
+from pytest_rvv.config.settings import Settings
 from pytest_rvv.toolchain.choice import NEAREST, OWN_COMMIT, NoRuntimeLoads, choose_riscv64
 from pytest_rvv.toolchain.runtime_build import NAMESPACE, build_runtime, built_runtimes, cached_build
 from pytest_rvv.toolchain.sources import SourceNotFound, export_commit, find_sources, source_from_path

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import re
 
-from pytest_rvv.scheduling import heaviest_first
-from pytest_rvv.shards import cell_of_nodeid
+from pytest_rvv.xdist.scheduling import heaviest_first
+from pytest_rvv.xdist.shards import cell_of_nodeid
 
 TARGETS = ("host", "rv64gc", "rv64gcv-zvl256b", "rv64gcv-zvl256b-mmt4d")
 ARGS = ("correctness", "--rvv-models=mlp,convs", "--rvv-targets=host,rv64gc", "-n", "2", "-v")

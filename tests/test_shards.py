@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rvv.errors import ConfigError
+from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.config.settings import parse_shard
 from pytest_rvv.report.merge import load_shard, merge
-from pytest_rvv.settings import parse_shard
-from pytest_rvv.shards import assign, header, load_durations, select
+from pytest_rvv.xdist.shards import assign, header, load_durations, select
 
 CLI = [sys.executable, "-m", "pytest_rvv.cli"]
 ARGS = ("correctness", "--rvv-models=mlp", "--rvv-targets=host,rv64gc,rv64gcv-zvl256b")

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from pytest_rvv.analyze.static import analyze
+from pytest_rvv.base.stages import Stages
+from pytest_rvv.base.store import Store
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.manifest import model_from_table
 from pytest_rvv.session import RvvSession
-from pytest_rvv.settings import Settings
-from pytest_rvv.stages import Stages
-from pytest_rvv.store import Store
-from pytest_rvv.targets import BUILTIN_TARGETS
 
 from .conftest import USER_CACHE, mlp_model
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rvv.store import Store, content_sha, digest, file_sha256
+from pytest_rvv.base.store import Store, content_sha, digest, file_sha256
 
 
 def _slow_build(root: str, key: str, log: str) -> str:

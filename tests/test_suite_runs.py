@@ -2,9 +2,9 @@
 
 import pytest
 
-from pytest_rvv.store import Store
+from pytest_rvv.base.store import Store
+from pytest_rvv.base.wheels import fetch_from_wheel
 from pytest_rvv.toolchain.runtimes import AARCH64_WHEEL_PLATFORM
-from pytest_rvv.wheels import fetch_from_wheel
 
 from .conftest import USER_CACHE
 

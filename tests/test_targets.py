@@ -2,8 +2,8 @@
 
 import pytest
 
-from pytest_rvv.errors import ConfigError
-from pytest_rvv.targets import BUILTIN_TARGETS, Target, microkernel_pairs, target_from_table
+from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.config.targets import BUILTIN_TARGETS, Target, microkernel_pairs, target_from_table
 
 
 def test_builtin_targets_are_the_documented_set():

@@ -1,1 +1,2 @@
-"""Toolchains compared: A/B in one run (ab.py, report.py), bisect and sweep over releases, reproducers."""
+"""Toolchains compared: A/B in one run (ab.py, report.py), bisect and sweep over releases, reproducers.
+May import judge/ and below (not conformance/, its sibling)."""

@@ -13,20 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_rvv.analyze.asmdiff import dispatch_listing, mnemonic_changes, unified
-from pytest_rvv.analyze.gate import GateResult, check_gate, delta_text
-from pytest_rvv.analyze.matching import match_dispatches, pair_name
-from pytest_rvv.analyze.static import analyze
-from pytest_rvv.errors import CompileFailed, RuntimeNotProvided
-from pytest_rvv.machine import Machine
+from pytest_rvv.base.errors import CompileFailed, RuntimeNotProvided
+from pytest_rvv.config.machine import Machine
+from pytest_rvv.config.targets import HOST, Target
+from pytest_rvv.judge.applicable import References
+from pytest_rvv.judge.gate import GateResult, check_gate, delta_text
+from pytest_rvv.judge.verdict import PerfVerdict, judge
+from pytest_rvv.measure.asmdiff import dispatch_listing, mnemonic_changes, unified
+from pytest_rvv.measure.matching import match_dispatches, pair_name
+from pytest_rvv.measure.metrics import MACHINE_BOUND, PORTABLE, split
+from pytest_rvv.measure.performance import PerfResult, TimedRuns, compile_side
+from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
-from pytest_rvv.perf.measure import PerfResult, TimedRuns, compile_side
-from pytest_rvv.perf.metrics import MACHINE_BOUND, PORTABLE, split
-from pytest_rvv.perf.reference import References
-from pytest_rvv.perf.verdict import PerfVerdict, judge
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
-from pytest_rvv.targets import HOST, Target
 
 SHOWN_DISPATCHES = 12
 SHOWN_ASM_LINES = 30

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from pytest_rvv.errors import ConfigError
+from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.toolchain.environments import COMPILER, environment_of, released_versions, toolchain_from_spec
 from pytest_rvv.toolchain.toolchain import BUILD_TOOL_DIRS, Toolchain, compiler_commit
 

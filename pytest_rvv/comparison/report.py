@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_rvv.analyze.gate import delta_text
-from pytest_rvv.store import atomic_write_bytes
+from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.judge.gate import delta_text
 
 COMPARISON_PROPERTY = "rvv_toolchain_comparison"
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from pytest_rvv.comparison.ab import ToolchainComparison
+from pytest_rvv.config.targets import HOST, RISCV64, Target
 from pytest_rvv.model.model import Model, Tolerance
 from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
 from pytest_rvv.session import RvvSession
-from pytest_rvv.targets import HOST, RISCV64, Target
 
 SIDES = ("reference", "under-test")
 _CHECK = '''"""Compare each side's outputs with onnxruntime's (expected_*.npy): max abs error per output, and whether

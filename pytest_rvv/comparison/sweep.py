@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.comparison.bisect import run_selection, versions_between
-from pytest_rvv.errors import ConfigError
 from pytest_rvv.toolchain.environments import COMPILER, environment_of, released_versions, toolchain_from_spec
 
 

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_rvv.base.errors import CompileFailed, ImportFailed, ToolMissing, first_lines, tail
+from pytest_rvv.base.process import ProcessResult, run_process
+from pytest_rvv.base.stages import Stages
+from pytest_rvv.base.store import Store, digest, file_sha256
 from pytest_rvv.compile.ukernels import INTERMEDIATES, enables_ukernels, load_ukernels, record_ukernels
-from pytest_rvv.errors import CompileFailed, ImportFailed, ToolMissing, first_lines, tail
-from pytest_rvv.process import ProcessResult, run_process
-from pytest_rvv.stages import Stages
-from pytest_rvv.store import Store, digest, file_sha256
-from pytest_rvv.targets import HOST, Target
+from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.toolchain.toolchain import Toolchain
 
 COMPILE_TIMEOUT_S = 1800.0

@@ -19,12 +19,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rvv.base.errors import CompileFailed, ImportFailed
+from pytest_rvv.base.store import digest
 from pytest_rvv.compile.compiler import Artifact, ImportedModel
+from pytest_rvv.config.targets import Target
 from pytest_rvv.conformance.node_tests import NodeTest
-from pytest_rvv.errors import CompileFailed, ImportFailed
 from pytest_rvv.session import RvvSession
-from pytest_rvv.store import digest
-from pytest_rvv.targets import Target
 
 BATCH = "node-tests"  # the batch module's name in the cache's compile entries
 

@@ -20,17 +20,17 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.compare.agreement import compare
+from pytest_rvv.base.errors import CompileFailed, ConfigError, ImportFailed, RunFailed
+from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.base.toml_files import read_toml
+from pytest_rvv.config.targets import Target
 from pytest_rvv.conformance.batch import NodeBatches
 from pytest_rvv.conformance.node_tests import NodeTest
-from pytest_rvv.errors import CompileFailed, ConfigError, ImportFailed, RunFailed
+from pytest_rvv.measure.agreement import compare
 from pytest_rvv.model.model import Tolerance
 from pytest_rvv.run.recorded import OUTPUTS
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
-from pytest_rvv.store import atomic_write_bytes
-from pytest_rvv.targets import Target
-from pytest_rvv.toml_files import read_toml
 
 PHASES = ("import", "compile", "run", "mismatch")
 _CACHE_PATH = re.compile(r"\S*/((?:model|probe)\.mlir:)")

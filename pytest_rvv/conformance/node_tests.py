@@ -11,8 +11,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from pytest_rvv.store import Store
-from pytest_rvv.wheels import fetch_tree_from_wheel
+from pytest_rvv.base.store import Store
+from pytest_rvv.base.wheels import fetch_tree_from_wheel
 
 ONNX_WITH_NODE_TESTS = "onnx==1.22.0"
 NODE_PREFIX = "onnx/backend/test/data/node/"

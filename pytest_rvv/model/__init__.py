@@ -1,1 +1,2 @@
-"""Model stage: sources, preparation, inputs and the registry of built-in models."""
+"""Model stage: sources in wheels, preparation, builders, quantization and the registry of built-in models.
+May import xdist/ and base/ only."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import onnx
 
-from pytest_rvv.store import Store, digest
+from pytest_rvv.base.store import Store, digest
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_rvv.errors import ConfigError
+from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.model.model import InputSpec, Model, Tolerance
 from pytest_rvv.model.sources import LocalFile
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from pytest_rvv.errors import ModelError
+from pytest_rvv.base.errors import ModelError
+from pytest_rvv.base.store import Store, digest, file_sha256
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.quantize import check_quantization, quantize_int8, to_bfloat16, to_float16
-from pytest_rvv.store import Store, digest, file_sha256
 
 
 def load_onnx(path: Path) -> onnx.ModelProto:

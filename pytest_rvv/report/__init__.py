@@ -1,1 +1,2 @@
-"""Run reports: a self-contained HTML page (html.py), results other tools read (results.py)."""
+"""Report stage: terminal sections (agreement, vectorization, performance, notices), Table 1 and plots, the HTML page,
+results.json, merge and history. Formats what tests recorded; may import comparison/, conformance/ and below."""

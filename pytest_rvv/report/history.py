@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from pytest_rvv.perf.baseline import baseline_path
-from pytest_rvv.perf.reference import recorded_toolchain
+from pytest_rvv.judge.applicable import recorded_toolchain
+from pytest_rvv.judge.baselines import baseline_path
 
 HISTORY_DIR = "rvv-history"  # default folder of a sweep's results, in the rootdir
 

@@ -20,9 +20,14 @@ from typing import Any
 
 import pytest
 
-from pytest_rvv.errors import RvvError
-from pytest_rvv.fixtures import PERF_BASELINES
-from pytest_rvv.perf.report import (
+from pytest_rvv.base.errors import RvvError
+from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.config.targets import microkernel_pairs
+from pytest_rvv.judge.baselines import PERF_BASELINES
+from pytest_rvv.measure.executed import LANES_PROPERTY
+from pytest_rvv.measure.silicon import WHAT_IT_IS
+from pytest_rvv.report.history import HISTORY_DIR, history
+from pytest_rvv.report.performance import (
     PERF_ROWS,
     hot_dispatches,
     microkernel_figure,
@@ -31,13 +36,8 @@ from pytest_rvv.perf.report import (
     speedup_figure,
     table_one,
 )
-from pytest_rvv.profile.measure import LANES_PROPERTY
-from pytest_rvv.profile.silicon import WHAT_IT_IS
-from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.results import append_step_summary, results, step_summary, write_results
 from pytest_rvv.session import RvvSession
-from pytest_rvv.store import atomic_write_bytes
-from pytest_rvv.targets import microkernel_pairs
 
 CELL_PROPERTY = "rvv_cell"
 COULD_NOT_RUN = "could-not-run"  # no runtime loads the toolchain's modules: not a verdict on the code
@@ -225,7 +225,7 @@ class RunReport:
 
 
 def _llvm_mca() -> str:
-    from pytest_rvv.profile.silicon import find_mca, mca_version
+    from pytest_rvv.measure.silicon import find_mca, mca_version
 
     return mca_version(find_mca())
 

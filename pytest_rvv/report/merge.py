@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_rvv.errors import ConfigError
+from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.report.results import SCHEMA, append_step_summary, step_summary, write_results
-from pytest_rvv.store import atomic_write_bytes
 
 ORDER = ("failed", "error", "could-not-run", "xpassed", "passed", "xfailed", "skipped")
 

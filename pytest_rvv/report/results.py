@@ -21,9 +21,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_rvv.perf.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
-from pytest_rvv.store import atomic_write_bytes
-from pytest_rvv.targets import BUILTIN_TARGETS, Target
+from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
+from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
 
 SCHEMA = "pytest-rvv-results/1"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with any JSON Schema 2020-12 validator

@@ -1,1 +1,2 @@
-"""Run stage: runtimes, emulators and the process runner."""
+"""Run stage: runners (host, QEMU, boards), onnxruntime's reference outputs, recorded runs, the QEMU plugin and RSS
+probe it builds (C sources here), SIGILL diagnosis. May import compile/, toolchain/, config/, model/ and base/."""

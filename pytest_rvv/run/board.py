@@ -29,15 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.boards import Board
+from pytest_rvv.base.errors import ConfigError, RunFailed, RvvError, ToolMissing, tail
+from pytest_rvv.base.process import ProcessResult
+from pytest_rvv.base.store import Store, digest, file_sha256
+from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.compile.compiler import Artifact
-from pytest_rvv.errors import ConfigError, RunFailed, RvvError, ToolMissing, tail
-from pytest_rvv.process import ProcessResult
+from pytest_rvv.config.boards import Board
+from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.run.runner import GUEST_MODULE, GUEST_PROGRAM, Runner, RunOutcome
-from pytest_rvv.store import Store, digest, file_sha256
-from pytest_rvv.targets import RISCV64, Target
 from pytest_rvv.toolchain.runtimes import Runtime
-from pytest_rvv.tools import find_executable, version_output
 
 SSH_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5

@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.errors import ToolMissing
-from pytest_rvv.tools import find_executable, parse_version, version_output
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.tools import default_tools_dir, find_executable, parse_version, version_output
 
 MIN_VERSION = (9, 0)
 SETUP_HINT = "run 'bash scripts/setup.sh qemu' (builds QEMU 10.0.2 with plugins) or pass --rvv-qemu-dir"
-
-
-def default_tools_dir() -> Path:
-    """Where scripts/setup.sh puts QEMU: $PYTEST_RVV_TOOLS_DIR or ~/.cache/pytest-rvv/tools."""
-    if env := os.environ.get("PYTEST_RVV_TOOLS_DIR"):
-        return Path(env)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "pytest-rvv" / "tools"
 
 
 @dataclass(frozen=True)

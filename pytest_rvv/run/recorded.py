@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from pytest_rvv.cbuild import build_c
+from pytest_rvv.base.cbuild import build_c
+from pytest_rvv.base.stages import Stages
+from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.run.runner import Runner
-from pytest_rvv.stages import Stages
-from pytest_rvv.store import Store, content_sha, digest
 
 PLAIN, COUNTED, ELEMENTS, OUTPUTS = "plain", "counted", "elements", "outputs"
 KINDS = (PLAIN, COUNTED, ELEMENTS, OUTPUTS)
@@ -42,7 +42,7 @@ STATISTICS_ARGS = ("--print_statistics",)
 
 def rss_probe(store: Store) -> Path:
     """The RSS launcher of plain and timed runs (perf/rss_probe.c: forks the command, reports its peak RSS)."""
-    return build_c(store, "pytest_rvv.perf", ("rss_probe.c",), "rss_probe", shared=False)
+    return build_c(store, "pytest_rvv.run", ("rss_probe.c",), "rss_probe", shared=False)
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ class RecordedRuns:
 
     def _emulate(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], num_outputs: int,
                  helper: Path | None, into: Path, workdir: Path | None) -> dict[str, Any]:
-        from pytest_rvv.profile.plugin import plugin_option
+        from pytest_rvv.run.qemu_plugin import plugin_option
 
         with tempfile.TemporaryDirectory(prefix="pytest-rvv-run-") as scratch:
             work = Path(scratch)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
+from pytest_rvv.base.errors import ConfigError, RunFailed, tail
+from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.compile.compiler import Artifact
-from pytest_rvv.errors import ConfigError, RunFailed, tail
-from pytest_rvv.process import ProcessResult, run_process
+from pytest_rvv.config.targets import Target
 from pytest_rvv.run.qemu import Qemu
 from pytest_rvv.run.sigill import explain, rerun_for_sigill
-from pytest_rvv.targets import Target
 from pytest_rvv.toolchain.runtimes import Runtime
 
 # Why a signal most likely happened, for the one-line failure message.

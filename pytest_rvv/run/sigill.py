@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_rvv.process import run_process
-from pytest_rvv.targets import QEMU_KNOWN, QEMU_MEASURED, QEMU_OFF_BY_DEFAULT, Target, qemu_cpu_extensions
-from pytest_rvv.tools import find_executable
+from pytest_rvv.base.process import run_process
+from pytest_rvv.base.tools import find_executable
+from pytest_rvv.config.targets import QEMU_KNOWN, QEMU_MEASURED, QEMU_OFF_BY_DEFAULT, Target, qemu_cpu_extensions
 
 LLVM_MC = "llvm-mc-22"
 LOG_OPTIONS = ("-d", "in_asm,strace")

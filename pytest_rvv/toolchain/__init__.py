@@ -5,4 +5,6 @@
 - sources.py: IREE source trees, tarballs and git clones, by commit;
 - runtime_build.py: a riscv64 ``iree-run-module`` built from one of those sources;
 - runtimes.py: the runtime per architecture, and choice.py: which riscv64 runtime a toolchain gets.
+
+May import config/, model/ and base/.
 """

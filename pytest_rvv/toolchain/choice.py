@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.errors import RuntimeNotProvided, RvvError
+from pytest_rvv.base.errors import RuntimeNotProvided, RvvError
 from pytest_rvv.toolchain.runtime_build import (
     BuiltRuntime,
     build_runtime,

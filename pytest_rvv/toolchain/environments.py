@@ -24,8 +24,8 @@ from pathlib import Path
 from filelock import FileLock
 from packaging.requirements import InvalidRequirement, Requirement
 
-from pytest_rvv.errors import ConfigError
-from pytest_rvv.store import digest, file_sha256
+from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.base.store import digest, file_sha256
 from pytest_rvv.toolchain.toolchain import Toolchain, compiler_version_line, find_toolchain
 
 COMPILER = "iree-base-compiler"

@@ -25,9 +25,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.errors import RvvError, ToolMissing, tail
-from pytest_rvv.process import run_process
-from pytest_rvv.store import Entry, Store, digest
+from pytest_rvv.base.errors import RvvError, ToolMissing, tail
+from pytest_rvv.base.process import run_process
+from pytest_rvv.base.store import Entry, Store, digest
+from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.toolchain.sources import (
     WHERE_TO_GET_IT,
     RuntimeSource,
@@ -40,7 +41,6 @@ from pytest_rvv.toolchain.sources import (
     same_commit,
 )
 from pytest_rvv.toolchain.toolchain import compiler_commit, compiler_date
-from pytest_rvv.tools import find_executable, version_output
 
 __all__ = ["RuntimeSource", "SourceNotFound", "build_runtime", "built_runtimes", "compiler_commit", "find_source"]
 

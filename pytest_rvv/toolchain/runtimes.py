@@ -16,15 +16,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_rvv.errors import ToolMissing
-from pytest_rvv.run.qemu import default_tools_dir
-from pytest_rvv.settings import Settings
-from pytest_rvv.store import Store, file_sha256
-from pytest_rvv.targets import AARCH64, HOST, RISCV64
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.store import Store, file_sha256
+from pytest_rvv.base.tools import default_tools_dir
+from pytest_rvv.base.wheels import fetch_from_wheel
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import AARCH64, HOST, RISCV64
 from pytest_rvv.toolchain.choice import YOURS, Probe, RuntimeChoice, choose_riscv64
 from pytest_rvv.toolchain.sources import SOURCE_ENV
 from pytest_rvv.toolchain.toolchain import Toolchain
-from pytest_rvv.wheels import fetch_from_wheel
 
 AARCH64_SYSROOT = Path("/usr/aarch64-linux-gnu")
 AARCH64_WHEEL_PLATFORM = "manylinux_2_28_aarch64"

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pytest_rvv.errors import RvvError, ToolMissing
-from pytest_rvv.process import run_process
-from pytest_rvv.store import digest, file_sha256
+from pytest_rvv.base.errors import RvvError, ToolMissing
+from pytest_rvv.base.process import run_process
+from pytest_rvv.base.store import digest, file_sha256
 
 SOURCE_ENV = "PYTEST_RVV_IREE_SRC"
 GIT_URL_ENV = "PYTEST_RVV_IREE_GIT"

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from pytest_rvv.errors import ToolMissing
-from pytest_rvv.tools import find_executable, version_output
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.tools import find_executable, version_output
 
 INSTALL_HINT = "pip install iree-base-compiler (or run scripts/setup.sh)"
 

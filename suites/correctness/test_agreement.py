@@ -2,8 +2,8 @@
 
 import pytest
 
-from pytest_rvv.checks import check_agreement
-from pytest_rvv.compare.summary import AGREEMENT_PROPERTY
+from pytest_rvv.judge.checks import check_agreement
+from pytest_rvv.report.agreement import AGREEMENT_PROPERTY
 
 
 @pytest.mark.rvv_check("agreement")

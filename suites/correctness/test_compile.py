@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_rvv.checks import check_compiles
+from pytest_rvv.judge.checks import check_compiles
 
 
 @pytest.mark.rvv_check("compile")

@@ -1,1 +1,0 @@
-"""Measure stage: static analysis of the generated dispatch code (instruction classes, per dispatch)."""

@@ -1,0 +1,38 @@
+"""Building the project's small C helpers (QEMU plugin, RSS probe) on first use, into the cache."""
+
+from __future__ import annotations
+
+import shutil
+from importlib.resources import files
+from pathlib import Path
+
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.process import run_process
+from pytest_rvv.base.store import Store, digest
+from pytest_rvv.base.tools import version_output
+
+
+def build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *, shared: bool) -> Path:
+    """Compile ``sources`` (the first is the .c file) from ``package`` with the system C compiler.
+
+    Cached by the sources' text and the compiler's version; a missing compiler is one clear line.
+    """
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise ToolMissing(f"no C compiler to build {output}: apt-get install gcc")
+    texts = {name: files(package).joinpath(name).read_text() for name in sources}
+    key = digest(["c-build-v1", output, str(shared), version_output(Path(cc)), *(texts[n] for n in sources)])
+
+    def build(tmp: Path) -> dict[str, object]:
+        work = tmp / ".src"
+        work.mkdir()
+        for name, text in texts.items():
+            (work / name).write_text(text)
+        flags = ["-shared", "-fPIC"] if shared else []
+        result = run_process([cc, *flags, "-O2", "-Wall", "-o", tmp / output, work / sources[0]], timeout_s=300)
+        shutil.rmtree(work)
+        if not result.ok:
+            raise ToolMissing(f"building {output} failed: {result.stderr.strip()[:300]}")
+        return {"cc": cc}
+
+    return store.get_or_build("c-builds", key, build).file(output)

@@ -1,1 +1,0 @@
-"""Compare stage: onnxruntime reference outputs and numeric agreement."""

@@ -1,0 +1,465 @@
+"""Targets: a named set of compiler flags plus the emulator CPU that can run the result."""
+
+from __future__ import annotations
+
+import functools
+import platform
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.config.cores import Core, core, default_cores
+
+RISCV64 = "riscv64"
+AARCH64 = "aarch64"
+HOST = "host"
+ARCHITECTURES = (RISCV64, AARCH64, HOST)
+
+_TRIPLES = {
+    RISCV64: "riscv64-unknown-linux-gnu",
+    AARCH64: "aarch64-unknown-linux-gnu",
+    HOST: f"{platform.machine()}-unknown-linux-gnu",
+}
+_ABIS = {RISCV64: "lp64d", AARCH64: "", HOST: ""}
+_ZVL = re.compile(r"^\+zvl(\d+)b$")
+_QEMU_VLEN = re.compile(r"(?:^|,)vlen=(\d+)(?:,|$)")
+RV64GC_FEATURES = ("+m", "+a", "+f", "+d", "+c")
+# The RVA23U64 profile's mandatory extensions as LLVM features (clang-22 -march=rva23u64), plus Zvfh and
+# Zvfbfmin, optional in the profile and what f16/bf16 vector code needs.
+RVA23U64_FEATURES = (
+    *RV64GC_FEATURES, "+v", "+zvl128b", "+zba", "+zbb", "+zbs", "+zicond", "+zfa", "+zfhmin", "+zcb", "+zihintntl",
+    "+zihintpause", "+zimop", "+zcmop", "+zawrs", "+zicbom", "+zicbop", "+zicboz", "+zvbb", "+zvkt", "+zvfhmin",
+    "+zvfh", "+zvfbfmin",
+)
+DATA_TILING_UKERNELS = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+
+# What QEMU's riscv64 CPUs enable, measured with QEMU 10.0.2: `qemu-riscv64 -cpu CPU` running a static riscv64
+# program that prints /proc/cpuinfo, whose `isa` line is QEMU's riscv_isa_string (every enabled extension). Only
+# user-level extensions are kept (s*, h: no user-mode instructions). tests/test_emulator_cpu.py measures it again
+# and fails when a QEMU upgrade changes any of it.
+QEMU_MEASURED = "10.0.2"
+QEMU_CPU_EXTENSIONS = {
+    "rv64": "i m a f d c zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicntr zicsr zifencei zihintntl "
+            "zihintpause zihpm zmmul za64rs zaamo zalrsc zawrs zfa zca zcd zba zbb zbc zbs",
+    "rva22u64": "i m a f d c b zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicntr zicsr zihintpause "
+                "zihpm zmmul za64rs zaamo zalrsc zfhmin zca zcd zba zbb zbs zkt",
+    "rva22s64": "i m a f d c b zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicntr zicsr zifencei "
+                "zihintpause zihpm zmmul za64rs zaamo zalrsc zfhmin zca zcd zba zbb zbs zkt",
+    "rva23u64": "i m a f d c b v zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicond zicntr zicsr "
+                "zihintntl zihintpause zihpm zimop zmmul za64rs zaamo zalrsc zawrs zfa zfhmin zca zcb zcd zcmop zba "
+                "zbb zbs zkt zvbb zve32f zve32x zve64f zve64d zve64x zvfhmin zvkb zvkt",
+    "rva23s64": "i m a f d c b v zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicond zicntr zicsr "
+                "zifencei zihintntl zihintpause zihpm zimop zmmul za64rs zaamo zalrsc zawrs zfa zfhmin zca zcb zcd "
+                "zcmop zba zbb zbs zkt zvbb zve32f zve32x zve64f zve64d zve64x zvfhmin zvkb zvkt",
+    "max": "i m a f d c b v zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicfilp zicfiss zicond zicntr "
+           "zicsr zifencei zihintntl zihintpause zihpm zimop zmmul za64rs zaamo zabha zacas zama16b zalrsc zawrs zfa "
+           "zfbfmin zfh zfhmin zca zcb zcd zcmop zba zbb zbc zbkb zbkc zbkx zbs zk zkn zknd zkne zknh zkr zks zksed "
+           "zksh zkt ztso zvbb zvbc zve32f zve32x zve64f zve64d zve64x zvfbfmin zvfbfwma zvfh zvfhmin zvkb zvkg zvkn "
+           "zvknc zvkned zvkng zvknha zvknhb zvks zvksc zvksed zvksg zvksh zvkt",
+}
+# Every extension LLVM accepts that `-cpu rv64` leaves off (same measurement, QEMU 10.0.2): the QEMU property of its
+# own name enables it (`NAME=true`), with the extensions listed here that QEMU turns on with it (measured under
+# v=true for the vector ones; v itself is v=true). The first five come in the order earlier versions derived them,
+# so existing emulator-cpu strings (and the recorded runs keyed on them) stay the same.
+QEMU_OFF_BY_DEFAULT: dict[str, tuple[str, ...]] = {
+    "zvfh": ("zvfhmin", "zfhmin"), "zvfhmin": (), "zvfbfmin": (), "zvfbfwma": ("zvfbfmin", "zfbfmin"),
+    "zvbb": ("zvkb",),
+    "zfh": ("zfhmin",), "zfhmin": (), "zfbfmin": (),
+    "zvbc": (), "zvkb": (), "zvkg": (), "zvkned": (), "zvknha": (), "zvknhb": (), "zvksed": (), "zvksh": (),
+    "zvkt": (), "zvkn": ("zvkb", "zvkned", "zvknhb", "zvkt"),
+    "zvknc": ("zvbc", "zvkb", "zvkn", "zvkned", "zvknhb", "zvkt"),
+    "zvkng": ("zvkb", "zvkg", "zvkn", "zvkned", "zvknhb", "zvkt"), "zvks": ("zvkb", "zvksed", "zvksh", "zvkt"),
+    "zvksc": ("zvbc", "zvkb", "zvks", "zvksed", "zvksh", "zvkt"),
+    "zvksg": ("zvkb", "zvkg", "zvks", "zvksed", "zvksh", "zvkt"),
+    "b": (), "zicond": (), "zimop": (), "zcmop": (), "zcb": (), "zabha": (), "zacas": (), "zama16b": (), "ztso": (),
+    "zbkb": (), "zbkc": (), "zbkx": (), "zknd": (), "zkne": (), "zknh": (), "zkr": (), "zksed": (), "zksh": (),
+    "zkt": (), "zkn": ("zbkb", "zbkc", "zbkx", "zknd", "zkne", "zknh"),
+    "zks": ("zbkb", "zbkc", "zbkx", "zksed", "zksh"),
+    "zk": ("zbkb", "zbkc", "zbkx", "zkn", "zknd", "zkne", "zknh", "zkr", "zkt"),
+    "zicfilp": (), "zicfiss": (),
+    "xtheadba": (), "xtheadbb": (), "xtheadbs": (), "xtheadcmo": (), "xtheadcondmov": (), "xtheadfmemidx": (),
+    "xtheadmac": (), "xtheadmemidx": (), "xtheadmempair": (), "xtheadsync": (), "xventanacondops": (),
+    "v": ("zve32f", "zve32x", "zve64f", "zve64d", "zve64x"), "zve64d": ("zve32f", "zve32x", "zve64f", "zve64x"),
+    "zve64f": ("zve32f", "zve32x", "zve64x"), "zve64x": ("zve32x",), "zve32f": ("zve32x",), "zve32x": (),
+}
+# QEMU 10.0.2 refuses zicfiss alone ("requires zimop extension", "with zca requires zcmop extension")
+QEMU_NEEDS = {"zicfiss": ("zimop", "zcmop")}
+# LLVM extensions QEMU 10.0.2 has but refuses on rv64 with F, D and C (its own words). Any other extension LLVM accepts
+# is unknown to QEMU 10.0.2 (q, zilsd, zalasr, vendor x* such as xsmtvdot, experimental ones such as zvqdotq).
+QEMU_CANNOT = {
+    "e": "I and E extensions are incompatible", "zfinx": "Zfinx cannot be supported together with F extension",
+    "zdinx": "Zfinx cannot be supported together with F extension",
+    "zhinx": "Zfinx cannot be supported together with F extension",
+    "zhinxmin": "Zfinx cannot be supported together with F extension",
+    "zce": "Zcmp/Zcmt extensions are incompatible with Zcd extension",
+    "zcmp": "Zcmp/Zcmt extensions are incompatible with Zcd extension",
+    "zcmt": "Zcmp/Zcmt extensions are incompatible with Zcd extension", "zcf": "Zcf extension is only relevant to RV32",
+}
+_VECTOR = ("v", "zve32x", "zve32f", "zve64x", "zve64f", "zve64d")  # QEMU's v=true (the derived CPUs) enables them all
+_EXTENSION = re.compile(r"[a-gi-rt-z]|[zx][a-z0-9]+")  # s* and h are privileged: no user-mode instructions
+_PROFILE_ALIASES = {"rva20u64": "rv64", "rvi20u64": "rv64"}  # LLVM profile features within what rv64 enables
+_NO_INSTRUCTIONS = ("za128rs", "ziccamoc")  # memory-system guarantees QEMU does not name: nothing to trap on
+
+
+@dataclass(frozen=True)
+class Target:
+    """A named target flag set: what iree-compile is told, and which emulated CPU runs it.
+
+    ``emulator_cpu`` is the QEMU ``-cpu`` string; for riscv64 it is derived from the
+    features (``vlen`` from the highest ``+zvlNb``) unless the user gives one.
+    """
+
+    name: str
+    arch: str
+    features: tuple[str, ...] = ()
+    extra_flags: tuple[str, ...] = ()
+    cpu: str = ""
+    emulator_cpu: str = ""
+    triple: str = ""
+    abi: str = ""
+    description: str = ""
+    builtin: bool = field(default=False, compare=False)
+    silicon: tuple[str, ...] | None = None  # llvm-mca cores to estimate on ("spacemit-x60@1.6"); None: defaults
+    board: str | None = None  # a board of [tool.pytest_rvv.boards] this target runs on, instead of QEMU
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHITECTURES:
+            raise ConfigError(
+                f"target {self.name!r}: arch {self.arch!r} is not one of {', '.join(ARCHITECTURES)}"
+            )
+        if not self.triple:
+            object.__setattr__(self, "triple", _TRIPLES[self.arch])
+        if not self.abi:
+            object.__setattr__(self, "abi", _ABIS[self.arch])
+        if not self.emulator_cpu:
+            object.__setattr__(self, "emulator_cpu", _default_emulator_cpu(self))
+        self.check_emulator_vlen()
+        self.check_emulator_extensions()
+        if self.silicon is None:
+            cores = default_cores(self.has_vector, self.emulator_vlen) if self.arch == RISCV64 else ()
+            object.__setattr__(self, "silicon", cores)
+        self.cores()  # refuse unknown cores and VLEN mismatches now
+
+    def cores(self) -> tuple[Core, ...]:
+        """The silicon cores this target is estimated on; a core whose VLEN is not the run's is refused.
+
+        The executed blocks depend on VLEN, so an estimate for a core comes only from a run at that
+        core's VLEN (scalar code runs the same at any VLEN).
+        """
+        where = f"target {self.name!r}"
+        cores = tuple(core(spec, where) for spec in self.silicon or ())
+        if cores and self.arch != RISCV64:
+            raise ConfigError(f"{where}: silicon estimates need a riscv64 target, not {self.arch}")
+        for c in cores:
+            if self.has_vector and c.vlen != self.emulator_vlen:
+                raise ConfigError(f"{where}: silicon core {c.name} has VLEN {c.vlen} but this target runs at "
+                                  f"vlen={self.emulator_vlen}: its executed blocks would not be the core's; "
+                                  f"estimate it from a target at vlen={c.vlen}")
+        return cores
+
+    @property
+    def has_vector(self) -> bool:
+        """True when the target compiles RISC-V vector (or SVE/NEON) code."""
+        if self.arch == RISCV64:
+            return any(e in _VECTOR for e in self.extensions)
+        return True
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The RISC-V extensions the features name (see ``riscv_extensions``); () for other architectures."""
+        return riscv_extensions(tuple(self.features)) if self.arch == RISCV64 else ()
+
+    @property
+    def min_vlen(self) -> int:
+        """Smallest VLEN the compiled code assumes: the highest ``+zvlNb`` (128 for plain +v)."""
+        sizes = [int(m.group(1)) for f in self.features if (m := _ZVL.match(f))]
+        if sizes:
+            return max(sizes)
+        return 128 if "v" in self.extensions else 0
+
+    @property
+    def emulator_vlen(self) -> int | None:
+        """The ``vlen=`` in the QEMU CPU string, if any."""
+        match = _QEMU_VLEN.search(self.emulator_cpu)
+        return int(match.group(1)) if match else None
+
+    @property
+    def is_emulated(self) -> bool:
+        return self.arch != HOST
+
+    def check_emulator_vlen(self) -> None:
+        """Refuse an emulator VLEN below what the code was compiled for: results would be wrong."""
+        if self.arch != RISCV64 or not self.has_vector:
+            return
+        vlen = self.emulator_vlen
+        if vlen is None:
+            raise ConfigError(
+                f"target {self.name!r}: emulator-cpu {self.emulator_cpu!r} sets no vlen=; "
+                f"add vlen={self.min_vlen} or more (the code assumes VLEN >= {self.min_vlen})"
+            )
+        if vlen < self.min_vlen:
+            raise ConfigError(
+                f"target {self.name!r}: QEMU vlen={vlen} is smaller than the compiled +zvl{self.min_vlen}b; "
+                f"it would run with silently wrong results: use vlen>={self.min_vlen} in emulator-cpu"
+            )
+
+    @property
+    def emulator_gated(self) -> tuple[str, ...]:
+        """The target's extensions that ``-cpu rv64`` leaves off (``QEMU_OFF_BY_DEFAULT``, in its order), vector
+        unit aside (``v=true``): each needs ``NAME=true`` in the QEMU CPU string."""
+        wanted = set(self.extensions)
+        wanted |= {need for ext in self.extensions for need in QEMU_NEEDS.get(ext, ())}
+        return tuple(e for e in QEMU_OFF_BY_DEFAULT if e in wanted and e not in _VECTOR)
+
+    def emulator_missing(self) -> tuple[str, ...]:
+        """The target's extensions its QEMU CPU does not enable; () for a CPU model not measured (a vendor core)."""
+        if self.arch != RISCV64 or not self.emulator_cpu:
+            return ()
+        enabled = qemu_cpu_extensions(self.emulator_cpu)
+        return () if enabled is None else tuple(e for e in self.extensions if e not in enabled)
+
+    def check_emulator_extensions(self) -> None:
+        """Refuse an emulator CPU that lacks an extension the code is compiled for: it would trap or mislead.
+
+        Only extensions QEMU can enable are refused here (the fix is ``NAME=true``); those it cannot are refused when
+        the target runs under QEMU (``check_emulator_runs``), since a board may run them."""
+        missing = [e for e in self.emulator_missing() if e in QEMU_KNOWN]
+        if missing:
+            raise ConfigError(
+                f"target {self.name!r}: compiled with {', '.join('+' + e for e in missing)} but QEMU -cpu "
+                f"{self.emulator_cpu!r} does not enable it (its instructions would trap): add "
+                f"{','.join(e + '=true' for e in missing)} to emulator-cpu"
+            )
+
+    def check_emulator_runs(self) -> None:
+        """Refuse, before a run under QEMU, an extension QEMU (as measured: ``QEMU_MEASURED``) does not have or
+        cannot enable with F, D and C: its instructions would trap. The emulator CPU may name it (a newer QEMU)."""
+        for ext in self.emulator_missing():
+            if ext in QEMU_KNOWN:
+                continue  # refused when the target was made (check_emulator_extensions)
+            reason = QEMU_CANNOT.get(ext, f"it has no {ext}")
+            raise ConfigError(
+                f"target {self.name!r}: compiled with +{ext}, which QEMU {QEMU_MEASURED} cannot emulate ({reason}; "
+                f"its instructions would trap): run it on a board (--rvv-board), drop +{ext} from features, or add "
+                f"{ext}=true to emulator-cpu for a QEMU that has it"
+            )
+
+    def compiler_flags(self) -> list[str]:
+        """The full iree-compile flag list for this target (excluding input and output)."""
+        flags = [
+            "--iree-hal-target-device=local",
+            "--iree-hal-local-target-device-backends=llvm-cpu",
+            f"--iree-llvmcpu-target-triple={self.triple}",
+        ]
+        if self.abi:
+            flags.append(f"--iree-llvmcpu-target-abi={self.abi}")
+        if self.cpu:
+            flags.append(f"--iree-llvmcpu-target-cpu={self.cpu}")
+        if self.features:
+            flags.append(f"--iree-llvmcpu-target-cpu-features={','.join(self.features)}")
+        flags.extend(self.extra_flags)
+        return flags
+
+    def describe(self) -> str:
+        parts = [self.arch, ",".join(self.features) or self.cpu or "default"]
+        if self.is_emulated:
+            parts.append(f"qemu -cpu {self.emulator_cpu}")
+        return " ".join(parts)
+
+
+def _default_emulator_cpu(target: Target) -> str:
+    if target.arch == RISCV64:
+        gated = "".join(f",{e}=true" for e in target.emulator_gated)
+        if not target.has_vector:
+            return f"rv64,v=false{gated}"
+        return f"rv64,v=true,vlen={target.min_vlen},elen=64,vext_spec=v1.0{gated}"
+    if target.arch == AARCH64:
+        return "max"
+    return ""
+
+
+QEMU_KNOWN = frozenset(QEMU_OFF_BY_DEFAULT).union(*(set(e.split()) for e in QEMU_CPU_EXTENSIONS.values()))
+_PROFILE = re.compile(r"rv[abi]\d\d[us]\d\d")
+
+
+@functools.cache
+def riscv_extensions(features: tuple[str, ...]) -> tuple[str, ...]:
+    """The RISC-V extensions ``+feature``s name, lower case, in order: a profile feature (``+rva23u64``) stands for
+    what QEMU's CPU of that name enables; ``+zvlNb``, ``-`` features, LLVM tuning features, privileged s*/h
+    extensions and ``_NO_INSTRUCTIONS`` (nothing in user mode to trap on) are left out."""
+    found: list[str] = []
+    for feature in features:
+        if not feature.startswith("+") or _ZVL.match(feature):
+            continue
+        name = feature[1:].lower().removeprefix("experimental-")
+        profile = _PROFILE_ALIASES.get(name, name)
+        if _PROFILE.fullmatch(name):  # a profile QEMU has no CPU for stays a name QEMU does not know
+            found += QEMU_CPU_EXTENSIONS[profile].split() if profile in QEMU_CPU_EXTENSIONS else [name]
+        elif _EXTENSION.fullmatch(name) and name not in _NO_INSTRUCTIONS:
+            found.append(name)
+    return tuple(dict.fromkeys(found))
+
+
+def qemu_cpu_extensions(cpu: str) -> frozenset[str] | None:
+    """The user-level extensions QEMU enables for ``-cpu CPU`` (``QEMU_CPU_EXTENSIONS`` plus each ``NAME=true``
+    with what it turns on, minus each ``NAME=false``); None for a CPU model not measured."""
+    model, *props = cpu.split(",")
+    if model not in QEMU_CPU_EXTENSIONS:
+        return None
+    enabled = set(QEMU_CPU_EXTENSIONS[model].split())
+    for prop in props:
+        name, _, value = (part.strip().lower() for part in prop.partition("="))
+        if value in ("true", "on"):
+            enabled |= {name, *QEMU_OFF_BY_DEFAULT.get(name, ())}
+        elif value in ("false", "off"):
+            enabled.discard(name)
+    return frozenset(enabled)
+
+
+def _rvv(vlen: int) -> Target:
+    return Target(
+        name=f"rv64gcv-zvl{vlen}b",
+        arch=RISCV64,
+        features=(*RV64GC_FEATURES, "+v", f"+zvl{vlen}b"),
+        description=f"RV64GC + RVV 1.0, VLEN >= {vlen}",
+        builtin=True,
+    )
+
+
+BUILTIN_TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target(
+            name="rv64gc",
+            arch=RISCV64,
+            features=RV64GC_FEATURES,
+            description="RV64GC scalar baseline",
+            builtin=True,
+        ),
+        _rvv(128),
+        _rvv(256),
+        _rvv(512),
+        Target(
+            name="rv64gcv-zvl256b-mmt4d",
+            arch=RISCV64,
+            features=(*RV64GC_FEATURES, "+v", "+zvl256b"),
+            extra_flags=DATA_TILING_UKERNELS,
+            description="RV64GCV, VLEN >= 256, data-tiled: matmuls as linalg.mmt4d on IREE's riscv_64 mmt4d "
+                        "microkernels (--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d)",
+            builtin=True,
+        ),
+        Target(
+            name="rva23u64",
+            arch=RISCV64,
+            features=RVA23U64_FEATURES,
+            emulator_cpu="rva23u64,zvfh=true,zvfbfmin=true,vlen=128,elen=64",
+            description="RVA23U64 profile (V, Zvbb, Zvfhmin, B, Zicond, Zfa, ...) + Zvfh + Zvfbfmin, VLEN >= 128, "
+                        "on QEMU's rva23u64 CPU",
+            builtin=True,
+        ),
+        Target(
+            name="aarch64",
+            arch=AARCH64,
+            features=("+neon",),
+            description="AArch64 with NEON, under qemu-aarch64",
+            builtin=True,
+        ),
+        Target(
+            name="host",
+            arch=HOST,
+            cpu="host",
+            description="this machine, native iree-base-runtime",
+            builtin=True,
+        ),
+    )
+}
+
+_TARGET_KEYS = {
+    "extends", "arch", "features", "extra-flags", "cpu", "emulator-cpu", "triple", "abi", "description", "silicon",
+    "board",
+}
+
+
+def target_from_table(name: str, table: Mapping[str, Any], known: Mapping[str, Target]) -> Target:
+    """Build a user target from a ``[tool.pytest_rvv.targets.NAME]`` table.
+
+    ``extends = "rv64gcv-zvl512b"`` starts from another target; ``features`` replaces the
+    features; ``extra-flags`` is appended to the base's extra flags.
+    """
+    unknown = set(table) - _TARGET_KEYS
+    if unknown:
+        raise ConfigError(
+            f"[tool.pytest_rvv.targets.{name}]: unknown key(s) {', '.join(sorted(unknown))}; "
+            f"allowed: {', '.join(sorted(_TARGET_KEYS))}"
+        )
+    base_name = table.get("extends")
+    if base_name is not None:
+        if base_name not in known:
+            raise ConfigError(
+                f"[tool.pytest_rvv.targets.{name}]: extends unknown target {base_name!r}; "
+                f"known: {', '.join(known)}"
+            )
+        base = known[base_name]
+    elif "arch" not in table:
+        raise ConfigError(f"[tool.pytest_rvv.targets.{name}]: give arch = \"riscv64\" (or extends = \"rv64gc\")")
+    else:
+        base = None
+
+    def strings(key: str) -> tuple[str, ...] | None:
+        value = table.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"[tool.pytest_rvv.targets.{name}]: {key} must be a list of strings")
+        return tuple(value)
+
+    features = strings("features")
+    extra = strings("extra-flags") or ()
+    fields: dict[str, Any] = {"name": name, "builtin": False}
+    silicon = strings("silicon")
+    # None re-derives the default cores (for the target's own VLEN) unless the table names them
+    fields["silicon"] = silicon if silicon is not None else (
+        None if base is None or features is not None or "emulator-cpu" in table else base.silicon)
+    for key, attr in (("arch", "arch"), ("cpu", "cpu"), ("triple", "triple"), ("abi", "abi"),
+                      ("description", "description"), ("emulator-cpu", "emulator_cpu"), ("board", "board")):
+        if key in table:
+            fields[attr] = str(table[key])
+    if base is None:
+        return Target(features=features or (), extra_flags=extra, **fields)
+    derived = {
+        "features": features if features is not None else base.features,
+        "extra_flags": base.extra_flags + extra,
+        # a changed feature list must re-derive the emulator CPU unless given explicitly
+        "emulator_cpu": fields.pop("emulator_cpu", "" if features is not None else base.emulator_cpu),
+        "description": fields.pop("description", f"{base.description}, customised"),
+    }
+    return replace(base, **derived, **fields)
+
+
+def microkernel_pairs(targets: Mapping[str, Target]) -> list[tuple[str, str]]:
+    """(default path, data-tiled microkernel path) target pairs: the same features, and the second's flags are
+    the first's plus ``DATA_TILING_UKERNELS`` (e.g. rv64gcv-zvl256b and rv64gcv-zvl256b-mmt4d)."""
+    pairs = []
+    for tiled in targets.values():
+        if not set(DATA_TILING_UKERNELS) <= set(tiled.extra_flags):
+            continue
+        rest = tuple(f for f in tiled.extra_flags if f not in DATA_TILING_UKERNELS)
+        pairs += [(base.name, tiled.name) for base in targets.values()
+                  if base is not tiled and base.arch == tiled.arch and base.features == tiled.features
+                  and base.extra_flags == rest and base.emulator_cpu == tiled.emulator_cpu]
+    return pairs
+
+
+def resolve_targets(names: list[str], available: Mapping[str, Target]) -> list[Target]:
+    """Look up targets by name, in the given order, with a clear error for unknown ones."""
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise ConfigError(
+            f"--rvv-targets: unknown target(s) {', '.join(unknown)}; known: {', '.join(available)} "
+            "(define more under [tool.pytest_rvv.targets.NAME] in pyproject.toml)"
+        )
+    return [available[n] for n in dict.fromkeys(names)]

@@ -1,0 +1,76 @@
+"""Which baseline applies to a measurement: the committed portable one, and this machine's own.
+
+Portable metrics (see metrics.py) are compared with ``baselines/performance/<target>/<model>.json``
+on every machine. Machine-bound metrics are compared only with
+``baselines/performance/machines/<machine>/<target>/<model>.json`` of the machine this run is on;
+without one they are shown as information, with one line saying where the existing ones come
+from and how to record one here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_rvv.config.machine import Machine
+from pytest_rvv.judge.baselines import baseline_path, load_baseline
+
+MACHINES = "machines"
+RECORD_HINT = "pytest suites/performance --update-baselines"
+
+
+def machine_baseline_path(root: Path, machine: str, target: str, model: str) -> Path:
+    return baseline_path(root / MACHINES / machine, target, model)
+
+
+@dataclass(frozen=True)
+class References:
+    """The baselines that apply to one model x target on one machine (None: none recorded)."""
+
+    portable: dict[str, Any] | None
+    portable_path: Path
+    machine: dict[str, Any] | None
+    machine_path: Path
+    other_machines: tuple[str, ...]  # machines that have a baseline for this model x target
+
+    def machine_note(self, machine: Machine) -> str:
+        """One line when machine-bound metrics are not gated here; empty when they are."""
+        if self.machine is not None:
+            recorded = self.machine.get("machine", {}).get("id")
+            if recorded and recorded != machine.id:
+                return (f"note: {self.machine_path} was recorded under the name {machine.name} on a machine with "
+                        f"another fingerprint ({recorded}, now {machine.id}); times are gated against it")
+            return ""
+        elsewhere = f"baselines exist for {', '.join(self.other_machines)}" if self.other_machines else "none recorded"
+        return (f"machine-bound metrics shown, not gated: no baseline from machine {machine.name} ({elsewhere}); "
+                f"record one here with {RECORD_HINT}")
+
+
+def references(root: Path, machine: Machine, target: str, model: str) -> References:
+    """Load both baselines (a damaged file is a ConfigError naming it)."""
+    portable_path = baseline_path(root, target, model)
+    machine_path = machine_baseline_path(root, machine.name, target, model)
+    others = tuple(sorted(p.parent.parent.name for p in (root / MACHINES).glob(f"*/{target}/{model}.json")
+                          if p.parent.parent.name != machine.name))
+    return References(load_baseline(portable_path), portable_path, load_baseline(machine_path), machine_path, others)
+
+
+def recorded_toolchain(baseline: dict[str, Any] | None) -> str | None:
+    """The compiler version line a baseline was recorded with."""
+    toolchain = (baseline or {}).get("toolchain")
+    return toolchain.get("iree_compile") if isinstance(toolchain, dict) else None
+
+
+def recorded_toolchains(root: Path) -> set[str]:
+    """The compiler version lines the committed portable baselines were recorded with."""
+    found = set()
+    for path in root.glob("*/*.json"):
+        try:
+            line = recorded_toolchain(json.loads(path.read_text()))
+        except (OSError, ValueError, AttributeError):
+            continue
+        if line:
+            found.add(line)
+    return found

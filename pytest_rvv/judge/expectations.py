@@ -1,0 +1,163 @@
+"""Expected failures per target and model, read from a TOML file and applied as strict xfails.
+
+File format (``baselines/expected-failures.toml`` by default)::
+
+    [rv64gcv-zvl128b]
+    nsnet2 = { phase = "agreement", reason = "..." }
+
+``phase`` is where the failure happens: ``compile`` (iree-import-onnx/iree-compile rejects the
+model; the compile and the agreement tests are both expected to fail), ``run`` (the module
+crashes or times out) or ``agreement`` (outputs differ from onnxruntime). The xfail is strict
+and limited to that kind of error: an unexpected pass, or a different failure, fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_rvv.base.errors import CompileFailed, ConfigError, RunFailed
+from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.base.toml_files import read_toml
+
+PHASES: dict[str, type[BaseException]] = {
+    "compile": CompileFailed,
+    "run": RunFailed,
+    "agreement": AssertionError,
+}
+# Which checks an expected failure in a phase affects: a model that does not compile cannot
+# run either, so a compile failure is expected in every check.
+AFFECTED_CHECKS = {"compile": {"compile", "agreement", "performance"}, "run": {"agreement", "performance"},
+                   "agreement": {"agreement", "performance"}}  # performance runs (and checks agreement) too
+
+
+@dataclass(frozen=True)
+class ExpectedFailure:
+    target: str
+    model: str
+    phase: str
+    reason: str
+
+    @property
+    def raises(self) -> type[BaseException]:
+        return PHASES[self.phase]
+
+    def applies_to(self, check: str) -> bool:
+        return check in AFFECTED_CHECKS[self.phase]
+
+
+def load_expected_failures(
+    path: Path, targets: Collection[str], models: Collection[str]
+) -> dict[tuple[str, str], ExpectedFailure]:
+    """Read ``path`` (missing file: no expected failures), validating every entry."""
+    data = read_toml(path, "fix or delete the file")
+    found: dict[tuple[str, str], ExpectedFailure] = {}
+    for target, entries in data.items():
+        if target not in targets:
+            raise ConfigError(f"{path}: [{target}] is not a known target; known: {', '.join(targets)}")
+        if not isinstance(entries, dict):
+            raise ConfigError(f"{path}: [{target}] must be a table of model = {{ phase, reason }}")
+        for model, entry in entries.items():
+            where = f"{path}: [{target}] {model}"
+            if model not in models:
+                raise ConfigError(f"{where}: not a known model; known: {', '.join(models)}")
+            if not isinstance(entry, dict):
+                raise ConfigError(f"{where}: must be {{ phase = \"...\", reason = \"...\" }}")
+            phase, reason = entry.get("phase"), entry.get("reason")
+            if phase not in PHASES:
+                raise ConfigError(f"{where}: phase must be one of {', '.join(PHASES)}, got {phase!r}")
+            if not isinstance(reason, str) or not reason.strip():
+                raise ConfigError(f"{where}: give a reason (the error message seen)")
+            extra = set(entry) - {"phase", "reason"}
+            if extra:
+                raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
+            found[(target, model)] = ExpectedFailure(target, model, phase, reason.strip())
+    return found
+
+
+HEADER = """\
+# Expected failures of the correctness suite, per target and model. Strict: an unexpected pass
+# fails until its entry is removed, and only the named kind of failure is accepted.
+#
+# [TARGET]
+# MODEL = { phase = "compile" | "run" | "agreement", reason = "the error seen" }
+#
+# `pytest suites/ --update-baselines` rewrites this file from the run.
+"""
+
+
+def phase_of(error: BaseException) -> str | None:
+    """The phase an exception from a correctness check belongs to."""
+    for phase, kind in PHASES.items():
+        if isinstance(error, kind):
+            return phase
+    return None
+
+
+def rewrite_expected_failures(path: Path, current: dict[tuple[str, str], ExpectedFailure],
+                              observed: Iterable[tuple[str, str, str | None, str]]) -> list[str]:
+    """Update ``path`` from a run: ``observed`` is (target, model, failed phase or None, reason).
+
+    A model x target that failed gets (or keeps) an entry for its earliest failing phase; one
+    whose checks all passed loses its entry; pairs that did not run keep theirs. Atomic write.
+    """
+    order = list(PHASES)
+    entries = dict(current)
+    outcome: dict[tuple[str, str], tuple[str | None, str]] = {}
+    for target, model, phase, reason in observed:
+        key = (target, model)
+        previous = outcome.get(key)
+        if phase is not None and (previous is None or previous[0] is None
+                                  or order.index(phase) < order.index(previous[0])):
+            outcome[key] = (phase, reason)
+        elif previous is None:
+            outcome[key] = (None, "")
+    changes = []
+    for key, (phase, reason) in sorted(outcome.items()):
+        old = entries.get(key)
+        if phase is None and old is not None:
+            del entries[key]
+            changes.append(f"expected failure removed (passes now): [{key[0]}] {key[1]}")
+        elif phase is not None and (old is None or old.phase != phase):
+            entries[key] = ExpectedFailure(key[0], key[1], phase, reason)
+            changes.append(f"expected failure recorded: [{key[0]}] {key[1]} ({phase}: {reason})")
+    if not changes:
+        return []
+    lines = [HEADER]
+    for target in sorted({t for t, _ in entries}):
+        lines.append(f"\n[{json.dumps(target)}]")
+        for (t, model), entry in sorted(entries.items()):
+            if t == target:
+                lines.append(f"{json.dumps(model)} = {{ phase = {json.dumps(entry.phase)}, "
+                             f"reason = {json.dumps(entry.reason)} }}")
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
+    return changes
+
+
+class ExpectedFailureUpdater:
+    """pytest plugin object: with --update-baselines, the controller rewrites the file once."""
+
+    def __init__(self, path: Path, current: dict[tuple[str, str], ExpectedFailure], property_name: str) -> None:
+        self.path = path
+        self.current = current
+        self.property_name = property_name
+        self.observed: list[tuple[str, str, str | None, str]] = []
+        self.changes: list[str] = []
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        for name, value in report.user_properties:
+            if name == self.property_name:
+                self.observed.append(tuple(value))  # type: ignore[arg-type]
+
+    def pytest_sessionfinish(self, session: Any) -> None:
+        if not hasattr(session.config, "workerinput") and session.config.getoption("update_baselines"):
+            self.changes = rewrite_expected_failures(self.path, self.current, self.observed)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.changes:
+            terminalreporter.section("rvv expected failures", sep="-")
+            for line in self.changes:
+                terminalreporter.write_line(line)

@@ -1,0 +1,153 @@
+"""The vectorization gate: compare a static-analysis snapshot with the recorded one.
+
+Rules:
+(a) a scalar target has no vector instruction at all;
+(b) on a vector target, a dispatch that was vectorized in the recorded snapshot and now has no
+    vector instruction fails, named with its counts before and after;
+(c) the model's vector share may not fall by more than ``max_share_drop`` percentage points;
+(d) a dispatch newly vectorized is an improvement, never a failure; a higher vector share is only
+    a change (share can rise while the work doubles);
+(e) executed snapshots (``work=True``): a dispatch that executes more instructions than recorded
+    is a regression of work, named with both counts; fewer is an improvement. With the toolchain
+    unchanged any difference is real (exact); after a toolchain upgrade (``added_work`` percent
+    given) only a dispatch or model executing more than that many percent more fails, and smaller
+    moves are churn, reported as changes;
+(f) microkernels (targets with ``--iree-llvmcpu-enable-ukernels``): on a vector target a dispatch whose
+    microkernel is the generic (scalar) tile function fails whatever the snapshot says, named with it;
+    a dispatch that ran on a microkernel in the snapshot and now carries none fails; another tile
+    function is a change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_rvv.compile.ukernels import GENERIC_SUFFIX, tile_functions
+from pytest_rvv.config.targets import Target
+from pytest_rvv.measure.matching import match_dispatches, pair_name
+
+SHOWN = 10
+# During an upgrade a dispatch whose work is below this share of the model's is churn, whatever its ratio.
+SMALL_DISPATCH_SHARE = 0.001
+
+
+@dataclass
+class GateResult:
+    """Violations and regressions fail the test; improvements and changes are only reported.
+
+    ``violations`` break rule (a), which holds whatever the snapshot says; ``regressions`` are
+    rules (b) and (c), relative to the snapshot (an explicit update accepts them).
+    """
+
+    violations: list[str] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)
+    improvements: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    work: list[tuple[str, int, int]] = field(default_factory=list)  # (dispatch, before, after) that moved
+    churn: int = 0  # dispatches whose work moved within the upgrade threshold
+
+    @property
+    def failures(self) -> list[str]:
+        return self.violations + self.regressions
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def counts_text(d: dict[str, Any]) -> str:
+    return f"{d['vector']} vector of {d['instructions']} instructions"
+
+
+def check_gate(
+    previous: dict[str, Any] | None, current: dict[str, Any], target: Target, max_share_drop: float,
+    work: bool = False, added_work: float | None = None,
+) -> GateResult:
+    result = GateResult()
+    totals = current["totals"]
+    if not target.has_vector and totals["vector"]:
+        offenders = [(k, d["vector"]) for k, d in current["dispatches"].items() if d["vector"]]
+        listing = ", ".join(f"{k} ({n})" for k, n in offenders[:SHOWN])
+        result.violations.append(
+            f"{target.name} is a scalar target but its code has {totals['vector']} vector instructions: "
+            f"{listing}" + (f" and {len(offenders) - SHOWN} more" if len(offenders) > SHOWN else "")
+        )
+    if target.has_vector:  # (f) a microkernel that fell back to scalar code
+        for key, entry in current["dispatches"].items():
+            generic = [n for n in tile_functions(entry.get("ukernels", ())) if n.endswith(GENERIC_SUFFIX)]
+            if generic:
+                result.violations.append(f"{key}: its microkernel is the generic scalar tile {', '.join(generic)} "
+                                         f"on a vector target ({counts_text(entry)})")
+    if previous is None:
+        return result
+    # (b) and (c) follow the snapshot: a target whose recorded code was vectorized is held to it
+    # even if its flags lost +v.
+    before, after = previous["dispatches"], current["dispatches"]
+    matching = match_dispatches(before, after)  # a renumbered dispatch is the same dispatch
+    for old_key, new_key in matching.pairs:
+        old, new, key = before[old_key], after[new_key], pair_name(old_key, new_key)
+        if old["vectorized"] and not new["vectorized"]:
+            result.regressions.append(
+                f"{key}: was vectorized ({counts_text(old)}), now scalar ({counts_text(new)})"
+            )
+        elif not old["vectorized"] and new["vectorized"]:
+            result.improvements.append(f"{key}: now vectorized ({counts_text(old)} -> {counts_text(new)})")
+        old_tiles, new_tiles = tile_functions(old.get("ukernels", ())), tile_functions(new.get("ukernels", ()))
+        if old_tiles and not new_tiles:
+            result.regressions.append(f"{key}: ran on microkernel {', '.join(old_tiles)}, now on none "
+                                      f"({counts_text(old)} -> {counts_text(new)})")
+        elif old_tiles != new_tiles and old_tiles:
+            result.changes.append(f"{key}: microkernel {', '.join(old_tiles)} -> {', '.join(new_tiles)}")
+        if work and new["instructions"] != old["instructions"]:
+            _judge_work(result, key, old["instructions"], new["instructions"], previous["totals"]["instructions"],
+                        added_work)
+    if matching.renamed:
+        result.changes.append(f"{len(matching.renamed)} dispatches renumbered, matched by what they compute: "
+                              + ", ".join(pair_name(a, b) for a, b in matching.renamed[:3])
+                              + (", ..." if len(matching.renamed) > 3 else ""))
+    for key in matching.removed:
+        result.changes.append(f"{key}: no longer present (fused, split or gone; {counts_text(before[key])})")
+    for key in matching.added:
+        result.changes.append(f"{key}: new dispatch ({counts_text(after[key])})")
+    if work and added_work is not None:  # the model as a whole, during an upgrade
+        before_total, after_total = previous["totals"]["instructions"], totals["instructions"]
+        if after_total > before_total * (1 + added_work / 100):
+            result.regressions.append(f"the model executes {before_total} -> {after_total} instructions "
+                                      f"({(after_total - before_total) / before_total * 100:+.1f}%; allowed "
+                                      f"+{added_work:g}% during an upgrade)")
+    old_share, new_share = previous["totals"]["vector_share_percent"], totals["vector_share_percent"]
+    if old_share - new_share > max_share_drop:
+        result.regressions.append(
+            f"vector share fell from {old_share:.2f}% to {new_share:.2f}% "
+            f"({new_share - old_share:+.2f} points; allowed -{max_share_drop:g})"
+        )
+    elif new_share > old_share:
+        result.changes.append(f"vector share rose from {old_share:.2f}% to {new_share:.2f}% (a diagnostic, not "
+                              "an improvement by itself)")
+    if (previous["totals"]["instructions"], previous["totals"]["vector"]) != (totals["instructions"], totals["vector"]):
+        result.changes.append(
+            f"totals: {counts_text(previous['totals'])} -> {counts_text(totals)}"
+        )
+    return result
+
+
+def _judge_work(result: GateResult, key: str, before: int, after: int, model_total: int,
+                added_work: float | None) -> None:
+    """One dispatch's executed work moved: a regression, an improvement or (during an upgrade) churn."""
+    delta = after - before
+    result.work.append((key, before, after))
+    line = f"{key}: executes {before} -> {after} instructions ({delta_text(before, after)})"
+    if added_work is not None:
+        small = abs(delta) < SMALL_DISPATCH_SHARE * model_total
+        if small or abs(delta) <= before * added_work / 100:
+            result.churn += 1
+            return
+    (result.regressions if delta > 0 else result.improvements).append(line)
+
+
+def delta_text(before: int, after: int) -> str:
+    """``+900, +90.0%``: how far a count moved, absolute and relative."""
+    delta = after - before
+    percent = delta / max(before, 1) * 100
+    return f"{delta:+d}, {percent:+.{2 if abs(percent) < 1 else 1}f}%"

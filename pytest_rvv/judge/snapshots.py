@@ -1,0 +1,145 @@
+"""Snapshots of static vectorization counts, stored by syrupy's JSON extension as one file per test:
+``__snapshots__/<module>/<test>[<model>-<target>].json``, readable and diff-friendly."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from syrupy.assertion import SnapshotAssertion
+
+from pytest_rvv.config.targets import Target
+from pytest_rvv.judge.gate import GateResult, check_gate
+
+VECTORIZATION_PROPERTY = "rvv_vectorization"
+BROKEN_PROPERTY = "rvv_broken_snapshot"
+
+
+class BrokenSnapshot(Exception):
+    """A snapshot file exists but does not parse as a pytest-rvv snapshot."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}; restore it from git (no update option rewrites it)")
+        self.path = path
+
+
+def recorded(snapshot: SnapshotAssertion) -> dict[str, Any] | None:
+    """The snapshot stored for this test, or None when there is none.
+
+    A file that does not parse raises BrokenSnapshot: it is never taken for a missing snapshot
+    (whose hint, --snapshot-update, would overwrite it).
+    """
+    location = Path(snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index))
+    try:
+        data = json.loads(location.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise BrokenSnapshot(location, f"unreadable snapshot ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("totals"), dict) or "dispatches" not in data:
+        raise BrokenSnapshot(location, "not a pytest-rvv snapshot (no totals/dispatches)")
+    return data
+
+
+def _keep_in_use(snapshot: SnapshotAssertion, current: dict[str, Any]) -> None:
+    """Have syrupy count a damaged snapshot file as used (and failed), never as unused.
+
+    syrupy's report takes a snapshot as used only when an assertion ran on it (``report.used`` is
+    built from each assertion's executions, and workers send it to the xdist controller); anything
+    else it found on disk is "unused", which ``--snapshot-update`` deletes. It has no public call to
+    mark a snapshot used, so compare through a copy of this assertion, built with its public
+    constructor fields, that may not write: with ``update_snapshots=False`` a mismatch only fails
+    (syrupy's summary: "1 snapshot failed", which is true), and the damaged file is never
+    rewritten, reported unused or deleted. Its result is not used: the test fails next, naming the file.
+    """
+    reader = dataclasses.replace(snapshot, update_snapshots=False, update_new_snapshots_only=False)
+    reader == current  # noqa: B015 (run for syrupy's bookkeeping; the damaged file never matches)
+
+
+def _counted(snapshot: dict[str, Any]) -> Any:
+    """What a snapshot records about the code: totals and per-dispatch counts."""
+    return snapshot.get("totals"), snapshot.get("dispatches")
+
+
+@dataclass(frozen=True)
+class SnapshotVerdict:
+    """What the gate says of one model x target against its snapshot: the gate's result (None when the snapshot
+    is damaged), the message the test fails with (None: it passes), and what it records for the reports."""
+
+    gate: GateResult | None
+    failure: str | None
+    records: tuple[tuple[str, Any], ...]
+
+
+def check_vectorization(
+    snapshot: SnapshotAssertion,
+    current: dict[str, Any],
+    target: Target,
+    *,
+    max_share_drop: float,
+    strict: bool,
+    kind: str = "static",
+    toolchain: str = "",
+    added_work: float = 5.0,
+) -> SnapshotVerdict:
+    """Apply the gate against the recorded snapshot, then keep (or, when updating, rewrite) it; the verdict is
+    returned (the fixture fails the test with ``failure`` and records ``records``).
+
+    - updating (``--snapshot-update`` / ``--update-baselines``): the snapshot is rewritten and
+      regressions are accepted; only a vector instruction on a scalar target still fails;
+    - no snapshot yet: the test passes with a note (fails with ``--rvv-strict-baselines``);
+    - otherwise the recorded snapshot stays as it is, accepted changes and improvements are
+      reported in the terminal summary, and a regression fails with a dispatch-level message;
+      with ``strict`` any difference from the snapshot fails.
+    """
+    model = current["model"]
+    try:
+        previous = recorded(snapshot)
+    except BrokenSnapshot as exc:
+        broken: BrokenSnapshot | None = exc
+    else:
+        broken = None
+    if broken is not None:  # failed outside the except block: the failure reads once
+        _keep_in_use(snapshot, current)
+        return SnapshotVerdict(None, str(broken), ((BROKEN_PROPERTY, (str(broken.path),
+                                                                      broken.path.read_bytes().hex())),))
+    current = {**current, "iree_compile": toolchain} if toolchain else current
+    recorded_with = (previous or {}).get("iree_compile")
+    upgrade = bool(recorded_with and toolchain and recorded_with != toolchain)
+    verdict = check_gate(previous, current, target, max_share_drop, work=kind == "executed",
+                         added_work=added_work if upgrade and not strict else None)
+    where = snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index)
+    notes = []
+    if snapshot.update_snapshots:
+        assert snapshot == current
+        failures = verdict.violations
+    elif previous is None:
+        notes.append(f"no snapshot recorded yet ({Path(where).name}): --snapshot-update records it")
+        failures = verdict.failures + ([notes[0]] if strict else [])
+    else:
+        assert snapshot == previous  # the recorded snapshot stays in use (syrupy reports unused ones)
+        if upgrade and not verdict.failures:
+            notes.append(f"recorded with {recorded_with}; now {toolchain}: review, then --update-baselines")
+        failures = verdict.failures
+        if strict and not failures and _counted(previous) != _counted(current):
+            failures = [f"differs from the recorded snapshot (--rvv-strict-baselines): "
+                        f"{'; '.join(verdict.improvements + verdict.changes) or 'counts changed'}"]
+    record = {
+        "model": model, "target": target.name, "kind": kind,
+        "vector": current["totals"]["vector"], "instructions": current["totals"]["instructions"],
+        "not_vectorized": current.get("not_vectorized", []) if target.has_vector else [],
+        "improvements": verdict.improvements, "changes": verdict.changes + notes,
+        "upgrade": [recorded_with, toolchain] if upgrade else None, "work": verdict.work, "churn": verdict.churn,
+        "recorded_totals": previous["totals"] if previous else None,
+        "dispatches": {k: {"instructions": d["instructions"], "vector": d["vector"]}
+                       for k, d in current["dispatches"].items()},  # for the HTML report's dispatch table
+    }
+    failure = None
+    if failures:
+        failure = (f"{kind} vectorization regression: {model} on {target.name}\n"
+                   + "\n".join(f"  {line}" for line in failures)
+                   + f"\nsnapshot: {where}\nif this is intended, rerun with --snapshot-update or --update-baselines")
+    return SnapshotVerdict(verdict, failure, ((VECTORIZATION_PROPERTY, record),))

@@ -1,0 +1,175 @@
+"""The performance verdict of one model x target: measurement + the baselines that apply -> rows.
+
+The one place that decides: portable metrics against the committed baseline (every machine),
+machine-bound metrics against this machine's baseline (or shown as information), diagnostics
+shown as changes. The fixture only fails or passes on what this returns; reports only format it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_rvv.config.machine import Machine
+from pytest_rvv.config.targets import Target
+from pytest_rvv.judge.applicable import RECORD_HINT, References
+from pytest_rvv.judge.gate import delta_text
+from pytest_rvv.judge.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, TIME_METRICS, Row, compare, table
+from pytest_rvv.measure.matching import match_dispatches, pair_name
+from pytest_rvv.measure.metrics import DIAGNOSTIC, MACHINE_BOUND, PORTABLE, SILICON, kind_of, metric_info, split
+from pytest_rvv.measure.performance import PerfResult
+
+TIMES = frozenset(TIME_METRICS)
+
+
+@dataclass
+class PerfVerdict:
+    """Rows per kind, plus the lines to show (notes, improvements)."""
+
+    model: str
+    target: str
+    portable: list[Row] = field(default_factory=list)
+    machine_bound: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    has_portable: bool = False  # this target has portable metrics at all (host has none)
+    portable_path: str = ""
+    machine_path: str = ""
+    upgrade: tuple[str, str] | None = None  # (recorded with, now) when the toolchain changed
+
+    @property
+    def rows(self) -> list[Row]:
+        return self.portable + self.machine_bound
+
+    @property
+    def regressed(self) -> bool:
+        return any(r.status == REGRESSED for r in self.rows)
+
+    @property
+    def differs(self) -> bool:
+        return any(r.differs for r in self.rows)
+
+    @property
+    def improvements(self) -> list[str]:
+        better = [r for r in self.rows if r.status == IMPROVED]
+        if not better:
+            return []
+        listed = ", ".join(f"{r.metric} {r.change()}" for r in better)
+        return [f"{self.model} on {self.target}: {listed} (record: {RECORD_HINT} -k '{self.model}-{self.target}')"]
+
+    def render(self) -> str:
+        parts = [f"upgrade review: baseline recorded with {self.upgrade[0]}; now {self.upgrade[1]}"] \
+            if self.upgrade else []
+        if self.portable:
+            parts.append(f"portable metrics vs {self.portable_path}:\n{table(self.portable)}")
+        if self.machine_bound:
+            parts.append(f"machine-bound metrics vs {self.machine_path}:\n{table(self.machine_bound)}")
+        return "\n".join(parts + self.notes)
+
+
+def upgrade_review(rows: list[Row], added_work: float) -> list[Row]:
+    """After a toolchain upgrade: only added work beyond ``added_work`` percent fails; sizes and
+    smaller moves are listed as changes (churn), decreases as improvements."""
+    reviewed = []
+    for row in rows:
+        if row.allowed != EXACT or row.status in (OK, CHANGED) or row.baseline is None or row.now is None:
+            reviewed.append(row)
+            continue
+        grew = row.added() * 100
+        metric = metric_info(row.metric)
+        if metric is not None and metric.work and grew > added_work:
+            status = REGRESSED
+        elif grew < 0:
+            status = IMPROVED
+        else:
+            status = CHANGED
+        note = f"upgrade: fails above +{added_work:g}%" if metric is not None and metric.work else "upgrade"
+        reviewed.append(replace(row, status=status, note=note))
+    return reviewed
+
+
+def _same_work_is_not_slower(times: list[Row], portable: list[Row]) -> list[Row]:
+    """A slower time with exactly the executed work of the baseline is the machine, not the code.
+
+    Work is the verdict: with the same toolchain, the dispatches executing the same instructions
+    (counted exactly under QEMU) leave only the machine to blame (measured here: one run's CPU
+    time doubled on a shared 2-core VM with identical executed instructions).
+    """
+    work = next((r for r in portable if r.metric == "executed_dispatch_instructions"), None)
+    if work is None or work.baseline != work.now:
+        return times
+    return [replace(r, status=OK, note=f"same executed work ({int(work.now or 0)} instructions): the machine was "
+                                         "slower, not the code") if r.status == REGRESSED and r.metric in TIMES
+            else r for r in times]
+
+
+UPGRADED = ("iree_compile", "llvm_mca")  # a new compiler or a new llvm-mca (its core models) is a toolchain change
+SHOWN_DISPATCHES = 5
+
+
+def _toolchain_change(baseline: Mapping[str, Any], result: PerfResult) -> tuple[str, str] | None:
+    """(recorded with, now) when the compiler or llvm-mca differs from the baseline's."""
+    before = baseline.get("toolchain") if isinstance(baseline.get("toolchain"), dict) else {}
+    changed = [k for k in UPGRADED if before.get(k) and result.toolchain.get(k)
+               and before[k] != result.toolchain[k]]
+    if not changed:
+        return None
+    return "; ".join(before[k] for k in changed), "; ".join(result.toolchain[k] for k in changed)
+
+
+def _silicon_by_dispatch(rows: list[Row], baseline: Mapping[str, Any], result: PerfResult) -> list[str]:
+    """For each silicon estimate that moved: the dispatches that moved it most (matched across renumbering)."""
+    lines = []
+    for row in rows:
+        family, _, core = row.metric.partition("@")
+        before = (baseline.get("silicon") or {}).get(core)
+        now = result.silicon.get(core)
+        if family != SILICON or row.status == OK or not before or not now:
+            continue
+        matching = match_dispatches(before, now)
+        moved = sorted(((pair_name(a, b), before[a], now[b]) for a, b in matching.pairs if before[a] != now[b]),
+                       key=lambda m: (-(m[2] - m[1]), m[0]))
+        listed = "; ".join(f"{name} {old} -> {new} ({delta_text(old, new)})"
+                           for name, old, new in moved[:SHOWN_DISPATCHES])
+        lines.append(f"{row.metric} by dispatch (estimated cycles, most added first): {listed or 'none moved'}"
+                     + (f"; and {len(moved) - SHOWN_DISPATCHES} more" if len(moved) > SHOWN_DISPATCHES else ""))
+    return lines
+
+
+def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[str, float],
+          machine: Machine, strict: bool = False, added_work: float = 5.0) -> PerfVerdict:
+    """Compare ``result`` with the baselines in ``refs`` that apply on ``machine``.
+
+    With the toolchain unchanged, exact metrics gate exactly; when the portable baseline was
+    recorded with another compiler, the run is an upgrade review (see upgrade_review) unless
+    ``strict``.
+    """
+    parts = split(result.metrics, target)
+    portable_now, bound_now = parts[PORTABLE], parts[MACHINE_BOUND]
+    diagnostics = frozenset(m for m in portable_now if kind_of(m, target) == DIAGNOSTIC)
+    verdict = PerfVerdict(result.model, result.target, has_portable=bool(portable_now),
+                          portable_path=str(refs.portable_path), machine_path=str(refs.machine_path))
+    if refs.portable is not None and portable_now:
+        verdict.portable = compare(refs.portable, portable_now, {}, limits, diagnostics)
+        if upgrade := _toolchain_change(refs.portable, result):
+            verdict.upgrade = upgrade
+            if not strict:
+                verdict.portable = upgrade_review(verdict.portable, added_work)
+        verdict.notes += _silicon_by_dispatch(verdict.portable, refs.portable, result)
+        unmeasured = sorted(m for m in refs.portable.get("metrics", {})
+                            if m not in portable_now and kind_of(m, target) != DIAGNOSTIC)
+        if unmeasured:  # never a silent hole in the gate: say which recorded metrics this run did not measure
+            verdict.notes.append(f"not measured in this run, so not gated: {', '.join(unmeasured)} "
+                                 f"({result.model} on {result.target}" + (f"; {'; '.join(result.notes)})"
+                                                                          if result.notes else ")"))
+    elif portable_now:
+        verdict.notes.append(f"baseline needed: {refs.portable_path} (record it with --update-baselines)")
+    if refs.machine is not None:
+        verdict.machine_bound = _same_work_is_not_slower(
+            compare(refs.machine, bound_now, result.samples, limits), verdict.portable)
+        if not strict and (upgrade := _toolchain_change(refs.machine, result)):
+            verdict.upgrade = verdict.upgrade or upgrade  # e.g. the host target's sizes: churn, like the portable
+            verdict.machine_bound = upgrade_review(verdict.machine_bound, added_work)
+    if note := refs.machine_note(machine):
+        verdict.notes.append(note)
+    return verdict

@@ -1,0 +1,236 @@
+"""Executed-instruction counts: parsing the plugin's output and attributing it to dispatches."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elftools.elf.elffile import ELFFile
+
+from pytest_rvv.base.errors import RvvError
+from pytest_rvv.measure.classify import (
+    CLASSES,
+    SCALAR,
+    VECTOR_ARITH,
+    VECTOR_CLASSES,
+    VECTOR_CONFIG,
+    VECTOR_MEMORY,
+    classify_aarch64,
+    classify_riscv,
+)
+from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, disassemble
+from pytest_rvv.measure.static import dispatch_key, natural_order, share
+
+MIN_VOTES = 2  # translation blocks that must agree on where a dispatch library was loaded
+
+
+@dataclass(frozen=True)
+class Block:
+    """One translated block: where, how long, how often it ran, its RVV class counts, first bytes."""
+
+    vaddr: int
+    n_insns: int
+    execs: int
+    varith: int
+    vmem: int
+    vset: int
+    head: bytes
+
+
+@dataclass(frozen=True)
+class Elements:
+    """Vector instructions of one class executed, elements processed (sum of vl) and sum of VLMAX."""
+
+    executions: int
+    elements: int
+    vlmax: int
+
+    @property
+    def occupancy(self) -> float:
+        return self.elements / self.vlmax if self.vlmax else 0.0
+
+    @property
+    def occupancy_percent(self) -> float:
+        return round(100.0 * self.occupancy, 2)
+
+    def __add__(self, other: Elements) -> Elements:
+        return Elements(self.executions + other.executions, self.elements + other.elements, self.vlmax + other.vlmax)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"executions": self.executions, "elements": self.elements, "vlmax": self.vlmax,
+                "occupancy_percent": self.occupancy_percent}
+
+
+NO_ELEMENTS = Elements(0, 0, 0)
+
+
+@dataclass
+class ExecutedCounts:
+    """Everything one counted run executed."""
+
+    target: str
+    blocks: list[Block]
+    vlen: int | None = None
+    elements: dict[str, Elements] = field(default_factory=dict)
+    insn_elements: dict[int, Elements] = field(default_factory=dict)  # per vector instruction address
+
+    @property
+    def total(self) -> int:
+        return sum(b.n_insns * b.execs for b in self.blocks)
+
+    def classes(self) -> dict[str, int]:
+        """Executed instructions per class (RISC-V: classified by the plugin at translation)."""
+        arith = sum(b.varith * b.execs for b in self.blocks)
+        memory = sum(b.vmem * b.execs for b in self.blocks)
+        config = sum(b.vset * b.execs for b in self.blocks)
+        return {VECTOR_ARITH: arith, VECTOR_MEMORY: memory, VECTOR_CONFIG: config,
+                SCALAR: self.total - arith - memory - config}
+
+
+def parse(text: str, source: Path) -> ExecutedCounts:
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("rvv-counter 1 "):
+        raise RvvError(f"{source}: not rvv_counter output (did QEMU load the plugin and exit normally?)")
+    counts = ExecutedCounts(lines[0].split()[2], [])
+    for line in lines[1:]:
+        fields = line.split()
+        if fields[0] == "tb":
+            counts.blocks.append(Block(int(fields[1], 16), *(int(f) for f in fields[2:7]),
+                                       bytes.fromhex(fields[7]) if len(fields) > 7 else b""))
+        elif fields[0] == "vlen":
+            counts.vlen = int(fields[1])
+        elif fields[0] == "el":
+            name = VECTOR_ARITH if fields[1] == "varith" else VECTOR_MEMORY
+            counts.elements[name] = Elements(*(int(f) for f in fields[2:5]))
+        elif fields[0] == "ei":  # one address may be translated in several blocks: sum them
+            vaddr, now = int(fields[1], 16), Elements(*(int(f) for f in fields[3:6]))
+            counts.insn_elements[vaddr] = counts.insn_elements.get(vaddr, NO_ELEMENTS) + now
+    return counts
+
+
+@dataclass
+class _Library:
+    """One dispatch library: its .text bytes and its instructions in address order."""
+
+    text_vaddr: int
+    text: bytes
+    instructions: Sequence[Instruction]
+    addresses: list[int]
+
+    @classmethod
+    def load(cls, elf: Path, arch: str) -> _Library:
+        with elf.open("rb") as f:
+            section = ELFFile(f).get_section_by_name(".text")
+            if section is None:
+                raise RvvError(f"{elf}: no .text section")
+            text_vaddr, text = section["sh_addr"], section.data()
+        instructions = disassemble(elf, arch)
+        return cls(text_vaddr, text, instructions, [i.address for i in instructions])
+
+    @functools.cached_property
+    def _offsets(self) -> dict[bytes, list[int]]:
+        """Offsets in .text of every 8-byte window at an even offset (instructions are 2-byte aligned)."""
+        index: dict[bytes, list[int]] = {}
+        for at in range(0, len(self.text) - 7, 2):
+            index.setdefault(self.text[at:at + 8], []).append(at)
+        return index
+
+    def load_base(self, blocks: list[Block]) -> int | None:
+        """Where the runtime loaded this library, voted by blocks whose first bytes occur once in .text."""
+        votes: Counter[int] = Counter()
+        for block in blocks:
+            if len(block.head) < 8:
+                continue
+            found = [at for at in self._offsets.get(block.head[:8], ()) if self.text.startswith(block.head, at)]
+            if len(found) == 1:
+                votes[block.vaddr - (self.text_vaddr + found[0])] += block.n_insns
+        if not votes:
+            return None
+        base, weight = votes.most_common(1)[0]
+        return base if weight >= MIN_VOTES else None
+
+
+@functools.lru_cache(maxsize=16)
+def _library(elf: Path, arch: str) -> _Library:
+    """A dispatch library, disassembled once per process (cache paths are content-addressed)."""
+    return _Library.load(elf, arch)
+
+
+def _loaded_libraries(counts: ExecutedCounts, executables: tuple[Path, ...],
+                      arch: str) -> Iterator[tuple[_Library, int]]:
+    """Each dispatch library the run loaded, with where it was loaded (libraries not found are left out)."""
+    for elf in executables:
+        library = _library(elf, arch)
+        base = library.load_base(counts.blocks)
+        if base is not None:
+            yield library, base
+
+
+def walk_blocks(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str,
+                loaded: list[tuple[_Library, int]] | None = None,
+                ) -> Iterator[tuple[Block, Sequence[Instruction], int]]:
+    """Every executed block inside a loaded dispatch library: (block, the library's instructions, index of
+    the block's first one). The block's instructions are ``instructions[index:index + block.n_insns]``."""
+    for library, base in _loaded_libraries(counts, executables, arch) if loaded is None else loaded:
+        start, end = base + library.text_vaddr, base + library.text_vaddr + len(library.text)
+        for block in counts.blocks:
+            if start <= block.vaddr < end and block.execs:
+                yield block, library.instructions, bisect.bisect_left(library.addresses, block.vaddr - base)
+
+
+def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) -> dict[str, Any]:
+    """Executed counts per dispatch function, plus the runtime code outside the dispatches.
+
+    Each block that falls inside a loaded dispatch library is walked over the library's own
+    disassembly, so every executed instruction is attributed to its function and classified
+    exactly as the static analysis classifies it.
+    """
+    loaded = list(_loaded_libraries(counts, executables, arch))  # located once, for blocks and lanes
+    per_dispatch: dict[str, Counter[str]] = {}
+    for block, instructions, i in walk_blocks(counts, executables, arch, loaded):
+        for insn in instructions[i:i + block.n_insns]:
+            cls = classify_riscv(insn.mnemonic)[0] if arch == "riscv64" else \
+                classify_aarch64(insn.mnemonic, insn.operands)[0]
+            key = dispatch_key(insn.function) if insn.function != OUTSIDE else OUTSIDE
+            per_dispatch.setdefault(key, Counter())[cls] += block.execs
+    dispatches = {}
+    for key in sorted(per_dispatch, key=natural_order):
+        c = per_dispatch[key]
+        total = sum(c.values())
+        vector = sum(c[v] for v in VECTOR_CLASSES)
+        dispatches[key] = {"instructions": total, "vector": vector, "vectorized": vector > 0,
+                           "classes": {cls: c[cls] for cls in CLASSES if c[cls]}}
+    in_dispatches = sum(d["instructions"] for k, d in dispatches.items() if k != OUTSIDE)
+    vector = sum(d["vector"] for k, d in dispatches.items() if k != OUTSIDE)
+    attribution = {
+        "dispatch_totals": {"instructions": in_dispatches, "vector": vector,
+                            "vector_share_percent": share(vector, in_dispatches)},
+        "dispatches": {k: d for k, d in dispatches.items() if k != OUTSIDE},
+        "outside_dispatches": counts.total - in_dispatches,
+    }
+    if counts.insn_elements:
+        attribution["lanes"] = lane_occupancy(counts, loaded)
+    return attribution
+
+
+def lane_occupancy(counts: ExecutedCounts, loaded: list[tuple[_Library, int]]) -> dict[str, Any]:
+    """Elements processed over VLMAX, per dispatch and over all dispatches (an elements=on run).
+
+    100 % means every executed vector instruction filled its register group; tails, short rows and
+    vl set below VLMAX lower it. Instructions outside the dispatch libraries are not counted.
+    """
+    sums: dict[str, Elements] = {}
+    for library, base in loaded:
+        for vaddr, e in counts.insn_elements.items():
+            at = bisect.bisect_left(library.addresses, vaddr - base)
+            if at < len(library.addresses) and library.addresses[at] == vaddr - base \
+                    and library.instructions[at].function != OUTSIDE:
+                key = dispatch_key(library.instructions[at].function)
+                sums[key] = sums.get(key, NO_ELEMENTS) + e
+    return {"vlen": counts.vlen, "total": sum(sums.values(), NO_ELEMENTS).as_json(),
+            "dispatches": {k: sums[k].as_json() for k in sorted(sums, key=natural_order)}}

@@ -1,0 +1,77 @@
+"""Executed-instruction counts of a model on a target, as a measurement the suites use."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_rvv.base.store import content_sha, digest, source_digest
+from pytest_rvv.measure.agreement import compare
+from pytest_rvv.measure.counts import ExecutedCounts, attribute, parse
+from pytest_rvv.measure.static import ukernels_by_dispatch, with_ukernels
+from pytest_rvv.model.model import Model
+from pytest_rvv.profile import counts as counts_module
+from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.session import RvvSession
+
+_COUNTS_SOURCE = source_digest(counts_module.__file__)  # a change to the attribution re-runs it
+
+LANES_PROPERTY = "rvv_lanes"  # a test's lane occupancy per dispatch (elements=on runs), for the report
+
+
+@dataclass(frozen=True)
+class ExecutedMeasurement:
+    """One counted run: the raw counts, their attribution per dispatch, and the run itself."""
+
+    counts: ExecutedCounts
+    attribution: dict[str, Any]
+    run: RecordedRun  # the counted run (fresh, or looked up by content)
+    ukernels: dict[str, list[str]] = field(default_factory=dict)  # dispatch -> microkernels inlined into it
+
+    def snapshot(self, model: str, target: str) -> dict[str, Any]:
+        """The deterministic part (dispatch code only: runtime code is not exactly repeatable)."""
+        return {"model": model, "target": target, "totals": self.attribution["dispatch_totals"],
+                "dispatches": with_ukernels(self.attribution["dispatches"], self.ukernels)}
+
+
+def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir: Path,
+                     elements: bool = False) -> ExecutedMeasurement:
+    """Run ``model`` once under QEMU with the counting plugin and attribute what executed.
+
+    The counted run's outputs must agree with onnxruntime: counts of a wrong result are refused.
+    """
+    if runner.qemu is None:
+        raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
+    artifact = session.artifact(model, runner.target)
+    reference = session.reference(model)
+    recorded = session.recorded(ELEMENTS if elements else COUNTED, model, runner, workdir)  # once per content
+    assert recorded is not None and recorded.counts is not None
+    agreement = compare(recorded.outputs, reference.outputs, model.tolerance, reference.steps)
+    assert agreement.ok, (  # counts of a wrong result are not recorded
+        f"{model.name} on {runner.target.name} disagrees with onnxruntime in the counted run\n{agreement.report()}"
+    )
+    counts = parse(recorded.counts.read_text(), recorded.counts)
+    return ExecutedMeasurement(counts, attributed(session, counts, recorded, artifact.executables,
+                                                  runner.target.arch), recorded, ukernels_by_dispatch(artifact))
+
+
+def attributed(session: RvvSession, counts: ExecutedCounts, recorded: RecordedRun, executables: tuple[Path, ...],
+               arch: str) -> dict[str, Any]:
+    """``attribute`` (disassembly and DWARF of every dispatch library, a walk over every executed block), done
+    once per counts file and libraries and kept in the store: a rerun with nothing changed reads it back."""
+    assert recorded.counts is not None
+    key = digest(["attribution-v1", content_sha(recorded.counts), *(content_sha(e) for e in executables), arch,
+                  _COUNTS_SOURCE])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        with session.stages.time("count"):
+            (tmp / "attribution.json").write_text(json.dumps(attribute(counts, executables, arch), sort_keys=True))
+        return {"arch": arch}
+
+    entry = session.store.get_or_build("attributions", key, build)
+    if not entry.created:
+        session.stages.hit("count")
+    return json.loads(entry.file("attribution.json").read_text())

@@ -1,0 +1,263 @@
+"""Silicon estimates: cycles per dispatch on real RISC-V cores, from executed blocks and llvm-mca.
+
+For every executed translation block of the dispatch code, llvm-mca (LLVM's machine model of the
+core) estimates its steady-state cycles per iteration; the estimate of a dispatch is the sum over
+its blocks of times executed x cycles per iteration. The vector type in force at block entry is
+that of the nearest ``vsetvli`` before the block in its function (the dominating one for
+strip-mined loops), passed to llvm-mca as its RISC-V LMUL/SEW instruments; a ``vsetvli`` inside
+the block takes over from there, as llvm-mca honours it.
+
+What it is: llvm-mca models issue, latency and throughput of each block, not caches, memory
+bandwidth, branch misprediction or state carried across blocks.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_rvv.base.errors import RvvError, ToolMissing
+from pytest_rvv.base.store import Store, content_sha, digest, source_digest
+from pytest_rvv.base.tools import find_executable, version_output
+from pytest_rvv.config.cores import Core
+from pytest_rvv.measure.counts import ExecutedCounts, walk_blocks
+from pytest_rvv.measure.disassembly import OUTSIDE, Instruction
+from pytest_rvv.measure.static import dispatch_key
+
+MCA = "llvm-mca-22"
+MCA_HINT = f"{MCA} not found; apt-get install llvm-22 (or bash scripts/setup.sh system)"
+WHAT_IT_IS = ("llvm-mca models issue, latency and throughput of each block, not caches, memory bandwidth, "
+              "branch misprediction or state carried across blocks")
+# Steady state = the cycles the second ten iterations add. Measured on squeezenet: the same estimate as 100 vs 200
+# iterations on the in-order X60 and X280, within 0.1 % on the out-of-order P670, in half the time.
+ITERATIONS = (10, 20)
+CHUNK = 500  # code regions per llvm-mca input (see region_cycles)
+_BRANCH = re.compile(r"^(?:b[a-z]*|j|jal|c\.b[a-z]*|c\.j|c\.jal)$")
+_VTYPE = re.compile(r"\be(8|16|32|64)\s*,\s*(mf[248]|m[1248])\b")
+_ERROR = re.compile(r"^<stdin>:(\d+):\d+: error:", re.MULTILINE)
+_REGION = re.compile(r"^\[(\d+)\] Code Region - b(\d+)\s*$.*?^Total Cycles:\s+(\d+)", re.MULTILINE | re.DOTALL)
+
+
+def find_mca() -> Path:
+    path = find_executable(MCA)
+    if path is None:
+        raise ToolMissing(MCA_HINT)
+    return path
+
+
+@functools.cache
+def mca_version(path: Path) -> str:
+    """``LLVM version 22.1.8`` (part of every estimate's cache key and of the baselines)."""
+    text = version_output(path)
+    match = re.search(r"LLVM version \S+", text)
+    return match.group(0) if match else text.splitlines()[0] if text else "unknown"
+
+
+@dataclass(frozen=True)
+class BlockCode:
+    """A block's instructions as llvm-mca reads them, with the vector type in force at entry."""
+
+    lines: tuple[str, ...]
+    sew: str = ""  # "32"
+    lmul: str = ""  # "m1", "mf2"
+
+    def region(self, index: int) -> str:
+        head = [f"# LLVM-MCA-BEGIN b{index}"]
+        if self.sew and self.lmul:
+            head += [f"# LLVM-MCA-RISCV-LMUL {self.lmul.upper()}", f"# LLVM-MCA-RISCV-SEW E{self.sew}"]
+        return "\n".join([*head, *self.lines, "# LLVM-MCA-END"])
+
+    def identity(self) -> str:
+        return f"e{self.sew},{self.lmul}|" + "\n".join(self.lines)
+
+
+def mca_line(insn: Instruction) -> str:
+    """objdump's instruction as LLVM's assembler reads it: branch targets (absolute addresses) become 0."""
+    operands = insn.operands
+    if _BRANCH.match(insn.mnemonic) and operands:
+        *rest, last = operands.split(",")
+        if re.fullmatch(r"(?:0x)?[0-9a-f]+", last.strip()):
+            operands = ",".join([*rest, "0"])
+    return f"{insn.mnemonic} {operands}".strip()
+
+
+def entry_vtypes(instructions: Sequence[Instruction]) -> list[tuple[str, str]]:
+    """For each instruction, (SEW, LMUL) set by the nearest vsetvli/vsetivli before it in its function
+    (("", "") when none, or when a vsetvl took vtype from a register)."""
+    vtypes: list[tuple[str, str]] = []
+    current, function = ("", ""), None
+    for insn in instructions:
+        if insn.function != function:
+            current, function = ("", ""), insn.function
+        vtypes.append(current)
+        if insn.mnemonic in ("vsetvli", "vsetivli"):
+            match = _VTYPE.search(insn.operands)
+            current = (match.group(1), match.group(2)) if match else ("", "")
+        elif insn.mnemonic == "vsetvl":
+            current = ("", "")
+    return vtypes
+
+
+@dataclass
+class SiliconEstimate:
+    """Estimated cycles of one run on one core: per dispatch and in total."""
+
+    core: Core
+    llvm_mca: str
+    dispatches: dict[str, int] = field(default_factory=dict)
+    blocks: int = 0
+    dropped: int = 0  # instructions llvm-mca could not parse (left out of their block)
+    cached: bool = False
+
+    @property
+    def total(self) -> int:
+        return sum(self.dispatches.values())
+
+    @property
+    def ms(self) -> float | None:
+        return self.total / (self.core.ghz * 1e6) if self.core.ghz else None
+
+
+def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict[BlockCode, float], int, bool]:
+    """Steady-state cycles per iteration of each block on ``core`` (one code region each, llvm-mca at each
+    iteration count), cached by the blocks' code, their vtypes, the core and LLVM."""
+    mca = find_mca()
+    ordered = sorted(set(codes), key=BlockCode.identity)  # "e,|" (no vector type) before "e8,m1|"...
+    key = digest(["silicon-v2", mca_version(mca), core.name, repr(ITERATIONS), *(c.identity() for c in ordered)])
+
+    def build(tmp: Path) -> dict[str, object]:
+        totals, dropped = region_cycles(mca, core, ordered)
+        steady = [(b - a) / (ITERATIONS[1] - ITERATIONS[0]) for a, b in zip(*totals, strict=True)]
+        (tmp / "cycles.json").write_text(json.dumps(steady))
+        return {"core": core.name, "llvm_mca": mca_version(mca), "blocks": len(ordered), "dropped": dropped}
+
+    entry = store.get_or_build("silicon", key, build)
+    steady = json.loads(entry.file("cycles.json").read_text())
+    return dict(zip(ordered, steady, strict=True)), int(str(entry.meta["dropped"])), not entry.created
+
+
+def chunk_sources(ordered: list[BlockCode], size: int) -> list[tuple[range, str]]:
+    """The blocks' code regions (named by their index in ``ordered``), ``size`` per llvm-mca input.
+
+    llvm-mca's LMUL/SEW instruments last until the next one, so a region without a vector type
+    would see the one before it; ``BlockCode.identity`` order puts those regions first, before any
+    instrument, so each region is estimated exactly as in a single input."""
+    return [(indices, "\n".join(ordered[i].region(i) for i in indices) + "\n")
+            for indices in (range(start, min(start + size, len(ordered))) for start in range(0, len(ordered), size))]
+
+
+def region_cycles(mca: Path, core: Core, ordered: list[BlockCode]) -> tuple[list[list[int]], int]:
+    """Total cycles of every block at each of ``ITERATIONS``, and the lines llvm-mca could not parse.
+
+    llvm-mca matches every instruction against every code region of its input, which is quadratic
+    (measured: an X280 estimate of 16,022 blocks took 238.6 s in one input and 9.6 s in chunks of
+    500 on 2 CPUs, with identical cycles), so the regions go in chunks, ``mca_jobs()`` at a time.
+    Each region is simulated on its own, so chunks change no figure."""
+    chunks = chunk_sources(ordered, CHUNK)
+    tasks = [(source, n, indices) for indices, source in chunks for n in range(len(ITERATIONS))]
+    with ThreadPoolExecutor(max_workers=min(len(tasks), mca_jobs())) as pool:
+        done = list(pool.map(lambda task: _run_mca(mca, core, task[0], ITERATIONS[task[1]], task[2]), tasks))
+    totals: list[list[int]] = [[0] * len(ordered) for _ in ITERATIONS]
+    dropped = 0
+    for (_, n, indices), (lost, cycles) in zip(tasks, done, strict=True):
+        for i, c in zip(indices, cycles, strict=True):
+            totals[n][i] = c
+        if n == 0:  # each iteration count drops the same unparsable lines: count them once
+            dropped += lost
+    return totals, dropped
+
+
+def mca_jobs() -> int:
+    """llvm-mca processes one estimate runs at once: this process's share of the CPUs among xdist's workers,
+    and at least two (so a worker whose neighbour idles at the end of a run uses its CPU too)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return max(2, len(os.sched_getaffinity(0)) // max(1, workers))
+
+
+def _run_mca(mca: Path, core: Core, source: str, iterations: int, regions: range) -> tuple[int, list[int]]:
+    """Total cycles per region; lines llvm-mca cannot parse are dropped (and counted) and it is rerun."""
+    dropped = 0
+    for _ in range(3):
+        proc = subprocess.run([str(mca), "-mtriple=riscv64", f"-mcpu={core.name}", f"-iterations={iterations}",
+                               "-instruction-info=false", "-resource-pressure=false"],
+                              input=source, capture_output=True, text=True, timeout=1800)
+        if "is not a recognized processor" in proc.stderr:  # llvm-mca only warns: an unknown core is an error
+            raise RvvError(f"{MCA} does not know the core {core.name!r}: {proc.stderr.strip().splitlines()[0]}")
+        bad = sorted({int(n) for n in _ERROR.findall(proc.stderr)})
+        if proc.returncode == 0 and not bad:
+            found = {int(m.group(2)): int(m.group(3)) for m in _REGION.finditer(proc.stdout)}
+            if set(found) != set(regions):
+                raise RvvError(f"{MCA} reported {len(found)} of {len(regions)} code regions; rerun with the blocks")
+            return dropped, [found[i] for i in regions]
+        if not bad:
+            raise RvvError(f"{MCA} failed on core {core.name}: {proc.stderr.strip()[:300]}")
+        lines = source.split("\n")
+        for number in bad:
+            lines[number - 1] = "# dropped: " + lines[number - 1]
+        dropped += len(bad)
+        source = "\n".join(lines)
+    raise RvvError(f"{MCA} kept failing on core {core.name}: {proc.stderr.strip()[:300]}")
+
+
+def estimate(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, cores: Iterable[Core],
+             store: Store) -> dict[str, SiliconEstimate]:
+    """Estimated cycles per dispatch on each core (a ToolMissing line when llvm-mca is absent)."""
+    cores = tuple(cores)
+    if not cores:
+        return {}
+    mca = find_mca()
+    executed: list[tuple[str, BlockCode, int]] = []
+    vtypes: dict[int, list[tuple[str, str]]] = {}  # per library (its instruction list)
+    for block, instructions, i in walk_blocks(counts, executables, arch):
+        body = instructions[i:i + block.n_insns]
+        if not body or body[0].function == OUTSIDE:
+            continue
+        if id(instructions) not in vtypes:
+            vtypes[id(instructions)] = entry_vtypes(instructions)
+        sew, lmul = vtypes[id(instructions)][i]
+        code = BlockCode(tuple(mca_line(insn) for insn in body), sew, lmul)
+        executed.append((dispatch_key(body[0].function), code, block.execs))
+    results = {}
+    for core in cores:
+        cycles, dropped, cached = block_cycles([code for _, code, _ in executed], core, store)
+        result = SiliconEstimate(core, mca_version(mca), blocks=len(cycles), dropped=dropped, cached=cached)
+        per_dispatch: dict[str, float] = {}
+        for key, code, execs in executed:
+            per_dispatch[key] = per_dispatch.get(key, 0.0) + execs * cycles[code]
+        result.dispatches = {k: round(v) for k, v in per_dispatch.items()}
+        results[core.name] = result
+    return results
+
+
+def estimate_once(counts: ExecutedCounts, counts_file: Path, executables: tuple[Path, ...], arch: str,
+                  cores: Iterable[Core], store: Store) -> dict[str, SiliconEstimate]:
+    """``estimate``, kept in the store under the counts file, the libraries, the cores, llvm-mca's version and this
+    module's source: a rerun with nothing changed reads the estimates back instead of walking every block."""
+    cores = tuple(cores)
+    if not cores:
+        return {}
+    mca = find_mca()
+    key = digest(["estimates-v1", content_sha(counts_file), *(content_sha(e) for e in executables), arch,
+                  *(repr(c) for c in cores), mca_version(mca), _SOURCE])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        found = estimate(counts, executables, arch, cores, store)
+        return {"estimates": {name: {"core": e.core.name, "llvm_mca": e.llvm_mca, "dispatches": e.dispatches,
+                                     "blocks": e.blocks, "dropped": e.dropped} for name, e in found.items()}}
+
+    entry = store.get_or_build("estimates", key, build)
+    by_name = {c.name: c for c in cores}
+    return {name: SiliconEstimate(by_name[e["core"]], e["llvm_mca"], dict(e["dispatches"]), e["blocks"],
+                                  e["dropped"], cached=not entry.created)
+            for name, e in entry.meta["estimates"].items()}
+
+
+_SOURCE = source_digest(__file__, "counts.py")

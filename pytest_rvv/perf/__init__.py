@@ -1,1 +1,0 @@
-"""Measure stage, performance side: time, memory, sizes and counts against stored baselines."""

@@ -1,0 +1,127 @@
+"""The terminal summary of vectorization results (what is not vectorized, what improved or changed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.judge.gate import SMALL_DISPATCH_SHARE, counts_text, delta_text
+from pytest_rvv.judge.snapshots import BROKEN_PROPERTY, VECTORIZATION_PROPERTY
+
+SHOWN_PER_CASE = 8
+REVIEW_SHOWN = 15
+
+
+class VectorizationSummary:
+    """A pytest plugin object: collects results from test reports (xdist workers' too) and prints them."""
+
+    def __init__(self, rootpath: Path, known_ids: set[str]) -> None:
+        self.rootpath = rootpath
+        self.known_ids = known_ids  # "<model>-<target>" for every registered model and target
+        self.results: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.snapshot_globs: set[tuple[Path, str]] = set()
+        self.broken: dict[Path, bytes] = {}  # damaged snapshot files, as they were
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Put back a damaged snapshot file if anything removed or changed it during the run.
+
+        A safety net only: check_vectorization keeps a damaged file in syrupy's "used" set, so syrupy
+        neither reports it unused nor deletes it (tests/test_vectorization_suite.py checks that the file
+        is never written, this included).
+        """
+        for path, data in self.broken.items():
+            if not path.exists() or path.read_bytes() != data:
+                atomic_write_bytes(path, data)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in report.user_properties:
+            if name == BROKEN_PROPERTY:
+                self.broken[Path(value[0])] = bytes.fromhex(value[1])
+            if name == VECTORIZATION_PROPERTY:
+                self.results[(value["model"], value["target"], value.get("kind", "static"))] = value
+                module = self.rootpath / report.location[0]
+                function = report.location[2].split("[")[0]
+                self.snapshot_globs.add((module.parent / "__snapshots__" / module.stem, function))
+
+    def unused_snapshots(self) -> list[Path]:
+        """Snapshot files of these tests whose model or target is no longer registered.
+
+        (syrupy's own unused-snapshot report does not cover single-file snapshots of a test when
+        paths are given on the command line, which is how the suites are run.)
+        """
+        stale = []
+        for folder, function in sorted(self.snapshot_globs):
+            for path in sorted(folder.glob(f"{function}[[]*[]].json")):
+                if path.stem[len(function) + 1:-1] not in self.known_ids:
+                    stale.append(path)
+        return stale
+
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        for (model, target, kind), r in sorted(self.results.items()):
+            share = 100.0 * r["vector"] / r["instructions"] if r["instructions"] else 0.0
+            what = "static instructions" if kind == "static" else "instructions executed in dispatches"
+            head = f"{model} @ {target}: {r['vector']}/{r['instructions']} {what} vector ({share:.1f}%)"
+            details = []
+            missing = r["not_vectorized"]
+            if missing:
+                shown = ", ".join(missing[:SHOWN_PER_CASE])
+                more = f" and {len(missing) - SHOWN_PER_CASE} more" if len(missing) > SHOWN_PER_CASE else ""
+                details.append(f"    not vectorized ({len(missing)}): {shown}{more}")
+            details += [f"    improvement: {line}" for line in r["improvements"]]
+            details += [f"    change: {line}" for line in r["changes"][:SHOWN_PER_CASE]]
+            out += [head, *details]
+        for path in self.unused_snapshots():
+            out.append(f"unused snapshot (its model or target is not registered): {path}")
+        return out
+
+    def review_lines(self) -> list[str]:
+        """An upgrade review: executed work per dispatch ranked by what it adds, sizes, then churn in one line."""
+        upgraded = {k: r for k, r in self.results.items() if r.get("upgrade")}
+        if not upgraded:
+            return []
+        toolchains = sorted({tuple(r["upgrade"]) for r in upgraded.values()})
+        out = [f"recorded with {before}; now {now}" for before, now in toolchains]
+        moves = sorted(((after - before, before, after, model, target, dispatch)
+                        for (model, target, kind), r in upgraded.items() if kind == "executed"
+                        for dispatch, before, after in r.get("work", [])), reverse=True)
+        added = [m for m in moves if m[0] > 0]
+        removed = [m for m in reversed(moves) if m[0] < 0]
+        for title, chosen in (("work added (instructions executed per dispatch, most added first)", added),
+                              ("work removed", removed)):
+            if chosen:
+                out.append(f"{title}:")
+                out += [f"  {model} @ {target} {dispatch}: {before} -> {after} ({delta_text(before, after)})"
+                        for _, before, after, model, target, dispatch in chosen[:REVIEW_SHOWN]]
+                if len(chosen) > REVIEW_SHOWN:
+                    out.append(f"  ... and {len(chosen) - REVIEW_SHOWN} more")
+        sizes = [(model, target, r["recorded_totals"], r) for (model, target, kind), r in sorted(upgraded.items())
+                 if kind == "static" and r.get("recorded_totals")
+                 and (r["recorded_totals"]["instructions"], r["recorded_totals"]["vector"]) != (r["instructions"],
+                                                                                               r["vector"])]
+        if sizes:
+            out.append("code size (static instructions per model):")
+            out += [f"  {model} @ {target} {counts_text(before)} -> {counts_text(now)}"
+                    for model, target, before, now in sizes]
+        churn = sum(r.get("churn", 0) for r in upgraded.values())
+        out.append(f"churn: {churn} dispatch moves within the --rvv-added-work threshold (or under "
+                   f"{SMALL_DISPATCH_SHARE:.1%} of their model's work); vector share is shown above as a diagnostic")
+        return out
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        lines = self.lines()
+        if lines:
+            terminalreporter.section("rvv vectorization", sep="-")
+            for line in lines:
+                terminalreporter.write_line(line)
+        review = self.review_lines()
+        if review:
+            terminalreporter.section("rvv upgrade review", sep="-")
+            for line in review:
+                terminalreporter.write_line(line)

@@ -1,0 +1,32 @@
+"""Building the rvv_counter QEMU plugin (C) on first use, into the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_rvv.base.cbuild import build_c
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.store import Store
+from pytest_rvv.run.qemu import Qemu
+
+SOURCES = ("rvv_counter.c", "qemu_plugin_api.h")
+PLUGIN_API_VERSION = 3  # what rvv_counter.c declares; QEMU 9.1+ offers it
+
+
+def build_plugin(store: Store) -> Path:
+    """Compile rvv_counter.c with the system C compiler (cached by source and compiler version)."""
+    return build_c(store, "pytest_rvv.run", SOURCES, "rvv_counter.so", shared=True)
+
+
+def check_plugin_support(qemu: Qemu) -> None:
+    """One clear line when this QEMU cannot load plugins at all."""
+    if qemu.version < (9, 1):
+        raise ToolMissing(f"{qemu.path} is QEMU {qemu.version_text}; executed-instruction counts need "
+                          f"plugin API {PLUGIN_API_VERSION} (QEMU >= 9.1): run 'bash scripts/setup.sh qemu'")
+    if not qemu.supports_plugins:
+        raise ToolMissing(f"{qemu.path} cannot load TCG plugins (a static build, like Debian's qemu-user): "
+                          "run 'bash scripts/setup.sh qemu' for a plugin-capable QEMU 10.0.2, or --rvv-qemu-dir")
+
+
+def plugin_option(plugin: Path, out: Path, elements: bool) -> tuple[str, str]:
+    return ("-plugin", f"{plugin},out={out},elements={'on' if elements else 'off'}")
