@@ -14,8 +14,8 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.base.record import leave
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
-from pytest_rvv.comparison.report import COMPARISON_PROPERTY
 from pytest_rvv.comparison.repro import write_repro
 from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.conformance.batch import NodeBatches
@@ -28,25 +28,29 @@ from pytest_rvv.conformance.check import (
     tolerance_for,
 )
 from pytest_rvv.conformance.node_tests import NodeTest
-from pytest_rvv.conformance.report import CONFORMANCE_PROPERTY, NEW_PASS
+from pytest_rvv.conformance.report import NEW_PASS
 from pytest_rvv.judge.applicable import references
 from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.judge.gate import GateResult
 from pytest_rvv.judge.policy import tolerances
 from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
 from pytest_rvv.judge.verdict import judge
-from pytest_rvv.measure.executed import LANES_PROPERTY, ExecutedMeasurement, measure_executed
+from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY
 from pytest_rvv.measure.performance import PerfResult, measure_performance
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
-from pytest_rvv.report.performance import PERF_IMPROVED, PERF_NOTE, PERF_PROPERTY, PERF_ROWS
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 
 SESSION_KEY = pytest.StashKey[RvvSession]()
 REFERENCE_KEY = pytest.StashKey[RvvSession]()  # the reference toolchain's session (--rvv-compare)
 
+
+@pytest.fixture
+def rvv_record(record_property: Any) -> Callable[..., None]:
+    """Add fields to this test's record for the reports (pytest_rvv/base/record.py), e.g. ``agreement=(...)``."""
+    return lambda **fields: leave(record_property, **fields)
 
 
 @pytest.fixture
@@ -57,8 +61,7 @@ def rvv_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
 
 def _judged(verdict: SnapshotVerdict, record_property: Any) -> GateResult:
     """Record a snapshot verdict for the reports, and fail the test when it says so."""
-    for name, value in verdict.records:
-        record_property(name, value)
+    leave(record_property, **verdict.records)
     if verdict.failure is not None:
         pytest.fail(verdict.failure, pytrace=False)
     assert verdict.gate is not None  # only a damaged snapshot has none, and it fails above
@@ -111,9 +114,9 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
         lanes = bool(request.config.getoption("rvv_report")) and rvv_target.arch == RISCV64 and rvv_target.has_vector
         measurement = rvv_executed(elements=lanes)
         if "lanes" in measurement.attribution:
-            record_property(LANES_PROPERTY, {"model": rvv_model.name, "target": rvv_target.name,
-                                             "toolchain": {"iree_compile": rvv_session.toolchain.compiler_version},
-                                             **measurement.attribution["lanes"]})
+            leave(record_property, lanes={"model": rvv_model.name, "target": rvv_target.name,
+                                          "toolchain": {"iree_compile": rvv_session.toolchain.compiler_version},
+                                          **measurement.attribution["lanes"]})
             record_property(f"rvv.{LANE_OCCUPANCY}", measurement.attribution["lanes"]["total"]["occupancy_percent"])
         current = measurement.snapshot(rvv_model.name, rvv_target.name)
         return _judged(check_vectorization(rvv_snapshot, current, rvv_target,
@@ -152,7 +155,7 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         result = measure_performance(rvv_session, rvv_model, rvv_target, runner, settings.perf_repeat, timed)
         if rvv_session.board_for(rvv_target) is not None:
             result.board = machine.as_json()
-        record_property(PERF_PROPERTY, result.as_json())
+        leave(record_property, performance=result.as_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
             record_property(f"rvv.{metric}", value)
         if recording:
@@ -164,11 +167,8 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             pytest.fail(str(exc), pytrace=False)
         verdict = judge(refs, result, rvv_target, limits, machine, strict=strict,
                         added_work=settings.added_work_percent)
-        record_property(PERF_ROWS, [(r.metric, r.baseline, r.now, r.status) for r in verdict.rows])
-        for line in verdict.notes:
-            record_property(PERF_NOTE, line)
-        for line in verdict.improvements:
-            record_property(PERF_IMPROVED, line)
+        leave(record_property, perf_rows=[(r.metric, r.baseline, r.now, r.status) for r in verdict.rows],
+              notes=list(verdict.notes), improvements=list(verdict.improvements))
         if refs.portable is None and strict and verdict.has_portable:
             pytest.fail(f"no performance baseline {refs.portable_path}: record one with --update-baselines",
                         pytrace=False)
@@ -224,22 +224,22 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
         if ran is None and failure is None:
             pytest.skip(reason)
         if failure is not None:
-            record_property(CONFORMANCE_PROPERTY, (rvv_target.name, rvv_node_test.name, failure.phase,
-                                                   failure.first_line, True))
+            leave(record_property, conformance=(rvv_target.name, rvv_node_test.name, failure.phase,
+                                                failure.first_line, True))
             if expected is not None and expected.phase == failure.phase:
                 pytest.xfail(f"expected {failure.phase} failure: {expected.reason}")
             listed = f" (listed as an expected {expected.phase} failure in {path})" if expected else ""
             details = "".join(f"\n{line}" for line in failure.message.strip().splitlines()[1:12])
             pytest.fail(f"new {failure.phase} failure{listed}: {failure.first_line}{details}", pytrace=False)
         listed_pass = expected is not None and (ran or expected.phase in ("import", "compile"))
-        record_property(CONFORMANCE_PROPERTY, (rvv_target.name, rvv_node_test.name, None,
-                                               NEW_PASS if listed_pass else "", ran))
+        leave(record_property, conformance=(rvv_target.name, rvv_node_test.name, None,
+                                            NEW_PASS if listed_pass else "", ran))
         if listed_pass:
             message = (f"{rvv_node_test.name} now passes on {rvv_target.name}: remove it from [{expected.phase}] "
                        f"in {path} (or rerun with --update-baselines)")
             if strict:
                 pytest.fail(f"unexpectedly passes (--rvv-strict-baselines): {message}", pytrace=False)
-            record_property(PERF_IMPROVED, message)
+            leave(record_property, improvements=[message])
 
     return check
 
@@ -268,7 +268,7 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
         record = comparison.summary()
         if request.config.getoption("rvv_report"):  # the report file holds every change and the whole asm diff
             record["detail"] = comparison.render(asm_lines=1 << 30)
-        record_property(COMPARISON_PROPERTY, record)
+        leave(record_property, comparison=record)
         failures = comparison.regressions
         if failures and not request.config.getoption("rvv_compare_report_only"):
             where = Path(request.config.getoption("rvv_repro") or settings.cache_dir / "repro")

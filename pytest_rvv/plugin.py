@@ -16,7 +16,8 @@ import pytest
 
 from pytest_rvv import fixtures
 from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
-from pytest_rvv.base.stages import STAGES_CELL_PROPERTY, STAGES_PROPERTY, StageProfile
+from pytest_rvv.base.record import leave
+from pytest_rvv.base.stages import StageProfile
 from pytest_rvv.base.store import check_writable
 from pytest_rvv.base.tools import default_tools_dir
 from pytest_rvv.comparison.report import ComparisonSummary
@@ -30,7 +31,7 @@ from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.judge.expectations import ExpectedFailure, ExpectedFailureUpdater, load_expected_failures, phase_of
 from pytest_rvv.model.model import Model
 from pytest_rvv.report.agreement import AgreementSummary
-from pytest_rvv.report.html import CELL_PROPERTY, CHECKS, COULD_NOT_RUN_PROPERTY, RunReport
+from pytest_rvv.report.html import CHECKS, RunReport
 from pytest_rvv.report.notices import SessionNotices
 from pytest_rvv.report.performance import PerformanceCollector
 from pytest_rvv.report.vectorization import VectorizationSummary
@@ -41,7 +42,6 @@ from pytest_rvv.toolchain.runtime_build import commit_mismatch
 from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 from pytest_rvv.xdist import scheduling, shards
 
-CHECK_PROPERTY = "rvv_check_outcome"
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
 # .test_durations, read once where it is used: --rvv-shard, and xdist's load scheduling (scheduling.py)
 DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
@@ -137,7 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(VectorizationSummary(config.rootpath, known_ids), "rvv-vectorization-summary")
     collector = PerformanceCollector(config, settings.root / PERF_BASELINES, config.stash[SESSION_KEY])
     config.pluginmanager.register(collector, "rvv-performance")
-    config.pluginmanager.register(ExpectedFailureUpdater(settings.expected_failures, expected, CHECK_PROPERTY),
+    config.pluginmanager.register(ExpectedFailureUpdater(settings.expected_failures, expected),
                                   "rvv-expected-failures")
     config.pluginmanager.register(ConformanceTracker(config, settings.root), "rvv-conformance")
     config.pluginmanager.register(AgreementSummary(), "rvv-agreement")
@@ -327,10 +327,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     _record_cell(item, report)
     change = item.config.stash[SESSION_KEY].stages.delta() if report.when == "teardown" else None
     if change:  # this process's time per stage since the previous test (summed on the controller)
-        report.user_properties.append((STAGES_PROPERTY, change))
-        report.user_properties.append((STAGES_CELL_PROPERTY, shards.cell_of(item)))
+        leave(report, stages=change, stages_cell=shards.cell_of(item))
     if report.failed and excinfo is not None and isinstance(excinfo.value, NoRuntimeLoads):
-        report.user_properties.append((COULD_NOT_RUN_PROPERTY, str(excinfo.value)))
+        leave(report, could_not_run=str(excinfo.value))
     if report.failed and excinfo is not None and isinstance(excinfo.value, RvvError):
         details = getattr(excinfo.value, "details", "") or getattr(excinfo.value, "log", "")
         report.longrepr = f"{type(excinfo.value).__name__}: {excinfo.value}" + (f"\n{details}" if details else "")
@@ -353,7 +352,7 @@ def _record_cell(item: pytest.Item, report: pytest.TestReport) -> None:
     module = Path(str(item.fspath)).stem
     row = model.name if isinstance(model, Model) else ("conformance" if "rvv_node_test" in params.params else "")
     if row:
-        report.user_properties.append((CELL_PROPERTY, (row, target.name, CHECKS.get(module, module))))
+        leave(report, cell=(row, target.name, CHECKS.get(module, module)))
 
 
 def _record_check_outcome(item: pytest.Item, report: pytest.TestReport, excinfo: Any) -> None:
@@ -368,4 +367,4 @@ def _record_check_outcome(item: pytest.Item, report: pytest.TestReport, excinfo:
         return
     phase = phase_of(excinfo.value) if excinfo is not None else None
     reason = str(excinfo.value).strip().splitlines()[0][:200] if excinfo is not None and phase else ""
-    report.user_properties.append((CHECK_PROPERTY, (target.name, model.name, phase, reason)))
+    leave(report, check=(target.name, model.name, phase, reason))

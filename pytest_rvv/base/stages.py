@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-STAGES_PROPERTY = "rvv_stages"
-STAGES_CELL_PROPERTY = "rvv_stages_cell"  # the model x target cell (shards.cell_of) whose test did that work
+from pytest_rvv.base.record import Record
+
 HEAVIEST = 5  # cells listed under the profile table
 NOTABLE_CPU_S = 0.1  # a cell whose tests worked less than this is not listed (checking a prepared model: ~0.01 s)
 ORDER = ("prepare", "onnxruntime", "import", "compile", "analyze", "emulate", "emulate (timed)", "count", "estimate")
@@ -72,11 +72,11 @@ class StageProfile:
         self.looked_up = 0
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        properties = dict(report.user_properties)
-        change = properties.get(STAGES_PROPERTY)
+        record = Record.of(report)
+        change = record.stages
         if not change:
             return
-        cell = str(properties.get(STAGES_CELL_PROPERTY, report.nodeid))
+        cell = str(record.stages_cell or report.nodeid)
         for stage, diff in change.items():
             row = self.totals.setdefault(stage, [0.0, 0.0, 0, 0])
             for i, amount in enumerate(diff):

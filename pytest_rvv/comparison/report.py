@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
+from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.judge.gate import delta_text
-
-COMPARISON_PROPERTY = "rvv_toolchain_comparison"
 
 
 def _added(record: dict[str, Any]) -> float:
@@ -82,8 +81,8 @@ class ComparisonSummary:
         self.report_dir = report_dir
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "call":
-            self.records += [value for name, value in report.user_properties if name == COMPARISON_PROPERTY]
+        if report.when == "call" and (comparison := Record.of(report).comparison) is not None:
+            self.records.append(comparison)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:

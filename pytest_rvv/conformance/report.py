@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from pytest_rvv.base.record import Record
 from pytest_rvv.conformance.check import PHASES, Expected, lists_path, load_lists, write_lists
 
 NEW_PASS = "new pass"  # message of a passing test that its list expects to fail
-CONFORMANCE_PROPERTY = "rvv_conformance"
 
 
 class ConformanceTracker:
@@ -27,17 +27,17 @@ class ConformanceTracker:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        for name, value in report.user_properties:
-            if name != CONFORMANCE_PROPERTY:
-                continue
-            target, test, phase, message, ran = value
-            self.outcomes[target][test] = (phase, message, ran)
-            if phase is None:
-                listed = message == NEW_PASS or not report.passed
-                verdict = "new pass (listed)" if listed else ("passed" if ran else "compiled only")
-            else:
-                verdict = f"expected {phase} failure" if hasattr(report, "wasxfail") else f"new {phase} failure"
-            self.verdicts[target][verdict] += 1
+        outcome = Record.of(report).conformance
+        if outcome is None:
+            return
+        target, test, phase, message, ran = outcome
+        self.outcomes[target][test] = (phase, message, ran)
+        if phase is None:
+            listed = message == NEW_PASS or not report.passed
+            verdict = "new pass (listed)" if listed else ("passed" if ran else "compiled only")
+        else:
+            verdict = f"expected {phase} failure" if hasattr(report, "wasxfail") else f"new {phase} failure"
+        self.verdicts[target][verdict] += 1
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.config.getoption("update_baselines"):

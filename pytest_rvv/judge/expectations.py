@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rvv.base.errors import CompileFailed, ConfigError, RunFailed
+from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.base.toml_files import read_toml
 
@@ -140,17 +141,16 @@ def rewrite_expected_failures(path: Path, current: dict[tuple[str, str], Expecte
 class ExpectedFailureUpdater:
     """pytest plugin object: with --update-baselines, the controller rewrites the file once."""
 
-    def __init__(self, path: Path, current: dict[tuple[str, str], ExpectedFailure], property_name: str) -> None:
+    def __init__(self, path: Path, current: dict[tuple[str, str], ExpectedFailure]) -> None:
         self.path = path
         self.current = current
-        self.property_name = property_name
         self.observed: list[tuple[str, str, str | None, str]] = []
         self.changes: list[str] = []
 
     def pytest_runtest_logreport(self, report: Any) -> None:
-        for name, value in report.user_properties:
-            if name == self.property_name:
-                self.observed.append(tuple(value))  # type: ignore[arg-type]
+        check = Record.of(report).check
+        if check is not None:
+            self.observed.append(tuple(check))  # type: ignore[arg-type]
 
     def pytest_sessionfinish(self, session: Any) -> None:
         if not hasattr(session.config, "workerinput") and session.config.getoption("update_baselines"):

@@ -14,9 +14,6 @@ from syrupy.assertion import SnapshotAssertion
 from pytest_rvv.config.targets import Target
 from pytest_rvv.judge.gate import GateResult, check_gate
 
-VECTORIZATION_PROPERTY = "rvv_vectorization"
-BROKEN_PROPERTY = "rvv_broken_snapshot"
-
 
 class BrokenSnapshot(Exception):
     """A snapshot file exists but does not parse as a pytest-rvv snapshot."""
@@ -71,7 +68,7 @@ class SnapshotVerdict:
 
     gate: GateResult | None
     failure: str | None
-    records: tuple[tuple[str, Any], ...]
+    records: dict[str, Any]  # fields of the test's record (base/record.py)
 
 
 def check_vectorization(
@@ -104,8 +101,8 @@ def check_vectorization(
         broken = None
     if broken is not None:  # failed outside the except block: the failure reads once
         _keep_in_use(snapshot, current)
-        return SnapshotVerdict(None, str(broken), ((BROKEN_PROPERTY, (str(broken.path),
-                                                                      broken.path.read_bytes().hex())),))
+        return SnapshotVerdict(None, str(broken),
+                               {"broken_snapshot": (str(broken.path), broken.path.read_bytes().hex())})
     current = {**current, "iree_compile": toolchain} if toolchain else current
     recorded_with = (previous or {}).get("iree_compile")
     upgrade = bool(recorded_with and toolchain and recorded_with != toolchain)
@@ -142,4 +139,4 @@ def check_vectorization(
         failure = (f"{kind} vectorization regression: {model} on {target.name}\n"
                    + "\n".join(f"  {line}" for line in failures)
                    + f"\nsnapshot: {where}\nif this is intended, rerun with --snapshot-update or --update-baselines")
-    return SnapshotVerdict(verdict, failure, ((VECTORIZATION_PROPERTY, record),))
+    return SnapshotVerdict(verdict, failure, {"vectorization": record})

@@ -19,7 +19,6 @@ from pytest_rvv.session import RvvSession
 
 _COUNTS_SOURCE = source_digest(counts_module.__file__)  # a change to the attribution re-runs it
 
-LANES_PROPERTY = "rvv_lanes"  # a test's lane occupancy per dispatch (elements=on runs), for the report
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-AGREEMENT_PROPERTY = "rvv_agreement"
+from pytest_rvv.base.record import Record
 
 
 class AgreementSummary:
@@ -17,10 +17,10 @@ class AgreementSummary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            for name, value in report.user_properties:
-                if name == AGREEMENT_PROPERTY:
-                    model, target, max_abs = value
-                    self.errors[(model, target)] = max_abs
+            agreement = Record.of(report).agreement
+            if agreement is not None:
+                model, target, max_abs = agreement
+                self.errors[(model, target)] = max_abs
 
     def lines(self) -> list[str]:
         models = sorted({m for m, _ in self.errors})

@@ -21,14 +21,13 @@ from typing import Any
 import pytest
 
 from pytest_rvv.base.errors import RvvError
+from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.judge.baselines import PERF_BASELINES
-from pytest_rvv.measure.executed import LANES_PROPERTY
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.performance import (
-    PERF_ROWS,
     hot_dispatches,
     microkernel_figure,
     microkernel_table,
@@ -39,9 +38,7 @@ from pytest_rvv.report.performance import (
 from pytest_rvv.report.results import append_step_summary, results, step_summary, write_results
 from pytest_rvv.session import RvvSession
 
-CELL_PROPERTY = "rvv_cell"
 COULD_NOT_RUN = "could-not-run"  # no runtime loads the toolchain's modules: not a verdict on the code
-COULD_NOT_RUN_PROPERTY = "rvv_could_not_run"
 ORDER = {"failed": 0, "error": 1, COULD_NOT_RUN: 2, "xpassed": 3, "passed": 4, "xfailed": 5, "skipped": 6}
 LONGREPR_LIMIT = 20000
 # The check each suite module performs, as the verdict grid names it, in pipeline order.
@@ -53,7 +50,7 @@ DISPATCH_ROWS = 25
 
 
 def outcome_of(report: pytest.TestReport) -> str:
-    if report.failed and any(name == COULD_NOT_RUN_PROPERTY for name, _ in report.user_properties):
+    if report.failed and Record.of(report).could_not_run is not None:
         return COULD_NOT_RUN
     if hasattr(report, "wasxfail"):
         return "xfailed" if report.skipped else "xpassed"
@@ -96,10 +93,10 @@ class RunReport:
         self.written: tuple[int, float] | None = None  # bytes of index.html, seconds to write both files
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        cell = next((value for name, value in report.user_properties if name == CELL_PROPERTY), None)
-        if cell is None:
+        record = Record.of(report)
+        if record.cell is None:
             return
-        row, target, check = cell
+        row, target, check = record.cell
         text = str(report.longrepr)[:LONGREPR_LIMIT] if report.failed and report.longrepr else ""
         reason = ""
         if report.skipped and isinstance(report.longrepr, tuple):
@@ -107,11 +104,10 @@ class RunReport:
         self.tests.append({"nodeid": report.nodeid, "outcome": outcome_of(report), "model": row, "target": target,
                            "check": check, "longrepr": text, "reason": reason or getattr(report, "wasxfail", ""),
                            "duration": round(report.duration, 2)})
-        for name, value in report.user_properties:
-            if name == PERF_ROWS:
-                self.perf_rows[(row, target)] = value
-            elif name == LANES_PROPERTY:
-                self.lanes[(row, target)] = value
+        if record.perf_rows is not None:
+            self.perf_rows[(row, target)] = record.perf_rows
+        if record.lanes is not None:
+            self.lanes[(row, target)] = record.lanes
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

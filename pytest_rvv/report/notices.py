@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 
 from pytest_rvv.base.errors import StorageFault
+from pytest_rvv.base.record import Record, leave
 from pytest_rvv.base.store import storage_fault
-
-STORAGE_PROPERTY = "rvv_storage_fault"
-COMPARED_PROPERTY = "rvv_compared"  # left by each test that compares toolchains (--rvv-compare)
 
 
 class SessionNotices:
@@ -42,9 +40,9 @@ class SessionNotices:
         report = yield
         excinfo = call.excinfo
         if report.failed and excinfo is not None and isinstance(excinfo.value, StorageFault):
-            report.user_properties.append((STORAGE_PROPERTY, str(excinfo.value)))
+            leave(report, storage_fault=str(excinfo.value))
         if report.when == "call" and self.comparison_fixture in getattr(item, "fixturenames", ()):
-            report.user_properties.append((COMPARED_PROPERTY, True))
+            leave(report, compared=True)
         return report
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -63,11 +61,10 @@ class SessionNotices:
             return None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties:
-            if name == STORAGE_PROPERTY:
-                self.faults[value] = self.faults.get(value, 0) + 1
-            elif name == COMPARED_PROPERTY:
-                self.compared = True
+        record = Record.of(report)
+        if record.storage_fault is not None:
+            self.faults[record.storage_fault] = self.faults.get(record.storage_fault, 0) + 1
+        self.compared = self.compared or record.compared
 
     def summary(self) -> list[str]:
         """Every notice, then every storage fault with the number of tests it stopped."""

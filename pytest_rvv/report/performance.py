@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.config.cores import CORES, Core
 from pytest_rvv.config.targets import microkernel_pairs
@@ -22,11 +23,6 @@ from pytest_rvv.judge.policy import tolerances
 from pytest_rvv.measure.metrics import SILICON, silicon_metric, split
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.session import RvvSession
-
-PERF_PROPERTY = "rvv_performance"
-PERF_NOTE = "rvv_performance_note"
-PERF_IMPROVED = "rvv_performance_improved"
-PERF_ROWS = "rvv_performance_rows"  # (metric, baseline, now, verdict) of each judged metric
 
 
 def _board(record: dict[str, Any]) -> str | None:
@@ -290,13 +286,13 @@ class PerformanceCollector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            for name, value in report.user_properties:
-                if name == PERF_PROPERTY:  # recorded only after the model agreed with onnxruntime
-                    self.rows[(value["model"], value["target"])] = value
-                elif name == PERF_NOTE:
-                    self.notes.setdefault(_generic(value), []).append(value)
-                elif name == PERF_IMPROVED:
-                    self.improvements.append(value)
+            record = Record.of(report)
+            if record.performance is not None:  # recorded only after the model agreed with onnxruntime
+                value = record.performance
+                self.rows[(value["model"], value["target"])] = value
+            for note in record.notes:
+                self.notes.setdefault(_generic(note), []).append(note)
+            self.improvements += record.improvements
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.rows:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.judge.gate import SMALL_DISPATCH_SHARE, counts_text, delta_text
-from pytest_rvv.judge.snapshots import BROKEN_PROPERTY, VECTORIZATION_PROPERTY
 
 SHOWN_PER_CASE = 8
 REVIEW_SHOWN = 15
@@ -40,14 +40,15 @@ class VectorizationSummary:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        for name, value in report.user_properties:
-            if name == BROKEN_PROPERTY:
-                self.broken[Path(value[0])] = bytes.fromhex(value[1])
-            if name == VECTORIZATION_PROPERTY:
-                self.results[(value["model"], value["target"], value.get("kind", "static"))] = value
-                module = self.rootpath / report.location[0]
-                function = report.location[2].split("[")[0]
-                self.snapshot_globs.add((module.parent / "__snapshots__" / module.stem, function))
+        record = Record.of(report)
+        if record.broken_snapshot is not None:
+            path, data = record.broken_snapshot
+            self.broken[Path(path)] = bytes.fromhex(data)
+        if (value := record.vectorization) is not None:
+            self.results[(value["model"], value["target"], value.get("kind", "static"))] = value
+            module = self.rootpath / report.location[0]
+            function = report.location[2].split("[")[0]
+            self.snapshot_globs.add((module.parent / "__snapshots__" / module.stem, function))
 
     def unused_snapshots(self) -> list[Path]:
         """Snapshot files of these tests whose model or target is no longer registered.

@@ -3,10 +3,9 @@
 import pytest
 
 from pytest_rvv.judge.checks import check_agreement
-from pytest_rvv.report.agreement import AGREEMENT_PROPERTY
 
 
 @pytest.mark.rvv_check("agreement")
-def test_matches_onnxruntime(rvv_session, rvv_model, rvv_runner, tmp_path, record_property):
+def test_matches_onnxruntime(rvv_session, rvv_model, rvv_runner, tmp_path, rvv_record):
     agreement = check_agreement(rvv_session, rvv_model, rvv_runner, tmp_path)
-    record_property(AGREEMENT_PROPERTY, (rvv_model.name, rvv_runner.target.name, agreement.max_abs))
+    rvv_record(agreement=(rvv_model.name, rvv_runner.target.name, agreement.max_abs))
