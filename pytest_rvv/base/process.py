@@ -28,6 +28,7 @@ class ProcessResult:
     wall_s: float
     cpu_s: float  # user + system time of the child
     timed_out: bool
+    timeout_s: float | None = None  # the limit it was given (a timeout says this, not the wall time: load moves that)
 
     @property
     def signal_name(self) -> str | None:
@@ -45,7 +46,7 @@ class ProcessResult:
     def status(self) -> str:
         """A short phrase: 'exit code 1', 'killed by SIGILL', 'timed out after 5.0s'."""
         if self.timed_out:
-            return f"timed out after {self.wall_s:.1f}s"
+            return f"timed out after {self.timeout_s if self.timeout_s is not None else self.wall_s:.1f}s"
         if self.signal_name:
             return f"killed by {self.signal_name}"
         return f"exit code {self.returncode}"
@@ -102,6 +103,7 @@ def run_process(
             wall_s=wall,
             cpu_s=usage.ru_utime + usage.ru_stime,
             timed_out=fired.is_set(),
+            timeout_s=timeout_s,
         )
 
 

@@ -326,7 +326,7 @@ def _process_result(files: dict[str, bytes], command: list[str], limit: int) -> 
     returncode = -(rc - 128) if rc > 128 and not timed_out else rc
     return ProcessResult(tuple(command), 0 if timed_out else returncode,
                          files.get("run.out", b"").decode(errors="replace"),
-                         files.get("run.err", b"").decode(errors="replace"), wall, cpu, timed_out)
+                         files.get("run.err", b"").decode(errors="replace"), wall, cpu, timed_out, limit)
 
 
 def board_metrics(files: dict[str, bytes]) -> dict[str, float]:
