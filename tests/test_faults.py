@@ -64,26 +64,41 @@ def in_namespace(script: str, cwd: Path, env: dict[str, str]) -> subprocess.Comp
                           capture_output=True, text=True, timeout=900)
 
 
+def logged(argv: str, name: str) -> str:
+    """A script line that runs ``argv`` into ``name.log``, ending the log with ``rc=N`` when it fails."""
+    return f"{argv} > {name}.log 2>&1 || echo \"rc=$?\" >> {name}.log\n"
+
+
+def logs(folder: Path, *names: str) -> list[str]:
+    return [(folder / f"{name}.log").read_text() for name in names]
+
+
 def storage_lines(output: str) -> list[str]:
     """The fault lines: each test's own and the summary's (not pytest's truncated short summary)."""
     return [line for line in output.splitlines()
             if line.startswith(("StorageFault: ", "rvv: /")) and not line.startswith(("FAILED", "ERROR"))]
 
 
-def test_a_full_cache_is_one_line_per_test_and_a_rerun_with_space_passes(tmp_path):
+def cache_on_tmpfs(tmp_path: Path, target: str, *steps: str) -> tuple[Path, Path, list[str]]:
+    """Run ``steps`` in a private mount namespace with the project's cache folder: a step ``run NAME`` runs the
+    suite on ``target`` into NAME.log, any other step is a shell line where {cache} is the cache folder. The logs,
+    in order."""
     project = make_project(tmp_path / "project")
     cache = tmp_path / "cache"
     cache.mkdir()
-    argv = shlex.join(pytest_argv("--rvv-targets=rv64gcv-zvl256b", "-q"))
-    result = in_namespace(
-        f"mount -t tmpfs -o size=128k tmpfs {cache}\n"
-        f"{argv} > full.log 2>&1 || echo \"rc=$?\" >> full.log\n"
-        f"find {cache} -name '*.build' > leftovers.log\n"
-        f"mount -o remount,size=64m {cache}\n"
-        f"{argv} > rerun.log 2>&1 || echo \"rc=$?\" >> rerun.log\n",
-        project, environment(cache))
+    argv = shlex.join(pytest_argv(f"--rvv-targets={target}", "-q"))
+    runs = [step[4:] for step in steps if step.startswith("run ")]
+    script = "".join(logged(argv, step[4:]) if step.startswith("run ") else step.format(cache=cache) + "\n"
+                     for step in steps)
+    result = in_namespace(script, project, environment(cache))
     assert result.returncode == 0, result.stderr
-    full = (project / "full.log").read_text()
+    return project, cache, logs(project, *runs)
+
+
+def test_a_full_cache_is_one_line_per_test_and_a_rerun_with_space_passes(tmp_path):
+    project, cache, (full, rerun) = cache_on_tmpfs(
+        tmp_path, "rv64gcv-zvl256b", "mount -t tmpfs -o size=128k tmpfs {cache}", "run full",
+        "find {cache} -name '*.build' > leftovers.log", "mount -o remount,size=64m {cache}", "run rerun")
     lines = storage_lines(full)
     # each test errors with the one line; the summary says it once, with the count
     assert lines, full
@@ -92,32 +107,18 @@ def test_a_full_cache_is_one_line_per_test_and_a_rerun_with_space_passes(tmp_pat
     assert len(summary) == 1 and "stopped by it" in summary[0], full
     assert not any(mark in full for mark in TRACEBACK_MARKS), full
     assert (project / "leftovers.log").read_text() == "", "a half-written entry stayed in the store"
-    rerun = (project / "rerun.log").read_text()
     assert "rc=" not in rerun and " passed" in rerun and "StorageFault" not in rerun, rerun
 
 
 def test_a_read_only_cache_is_one_line_and_still_serves_what_it_holds(tmp_path):
-    project = make_project(tmp_path / "project")
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    argv = shlex.join(pytest_argv("--rvv-targets=rv64gc", "-q"))
-    result = in_namespace(
-        f"mount -t tmpfs -o ro,size=16m tmpfs {cache}\n"
-        f"{argv} > empty.log 2>&1 || echo \"rc=$?\" >> empty.log\n"
-        f"mount -o remount,rw {cache}\n"
-        f"{argv} > warm.log 2>&1 || echo \"rc=$?\" >> warm.log\n"
-        f"mount -o remount,ro {cache}\n"
-        f"{argv} > warm-ro.log 2>&1 || echo \"rc=$?\" >> warm-ro.log\n",
-        project, environment(cache))
-    assert result.returncode == 0, result.stderr
-    empty = (project / "empty.log").read_text()
+    _, cache, (empty, warm, warm_ro) = cache_on_tmpfs(
+        tmp_path, "rv64gc", "mount -t tmpfs -o ro,size=16m tmpfs {cache}", "run empty",
+        "mount -o remount,rw {cache}", "run warm", "mount -o remount,ro {cache}", "run warm-ro")
     notice = [line for line in empty.splitlines() if line.startswith(f"rvv: {cache}: read-only file system")]
     assert len(notice) == 1 and "--rvv-cache-dir" in notice[0] and "2 tests stopped by it" in notice[0], empty
     assert "rc=1" in empty and not any(mark in empty for mark in TRACEBACK_MARKS), empty
     assert all("read-only file system" in line for line in storage_lines(empty)), empty
-    warm = (project / "warm.log").read_text()
     assert "rc=" not in warm and "2 passed" in warm, warm
-    warm_ro = (project / "warm-ro.log").read_text()  # every entry is looked up: nothing needs writing
     assert "rc=" not in warm_ro and "2 passed" in warm_ro, warm_ro
     said = [line for line in warm_ro.splitlines() if "read-only file system" in line]
     assert len(said) == 1 and "still used" in said[0], warm_ro  # said once, as a notice
@@ -215,11 +216,10 @@ def test_a_report_folder_that_fills_up_at_the_end_is_one_line_and_a_failed_run(t
     argv = shlex.join(pytest_argv("--rvv-targets=host", "-q", f"--rvv-report={report}"))
     result = in_namespace(
         f"mount -t tmpfs -o size=8k tmpfs {report}\n"  # room for the start-up check, not for the page
-        f"{argv} > small.log 2>&1 || echo \"rc=$?\" >> small.log\n"
-        f"find {report} -name '.*.tmp' > leftovers.log\n",
+        + logged(argv, "small") + f"find {report} -name '.*.tmp' > leftovers.log\n",
         project, environment())
     assert result.returncode == 0, result.stderr
-    small = (project / "small.log").read_text()
+    (small,) = logs(project, "small")
     assert "rc=1" in small and "INTERNALERROR" not in small and "Traceback" not in small, small
     said = [line for line in small.splitlines() if line.startswith(f"rvv: {report}: no space left on device")]
     assert len(said) == 1 and "incomplete" in said[0], small
