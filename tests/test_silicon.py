@@ -9,12 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pytest_rvv.profile import silicon
 
 from pytest_rvv.base.errors import ConfigError, ToolMissing
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.targets import BUILTIN_TARGETS, target_from_table
+from pytest_rvv.measure import silicon
 from pytest_rvv.measure.counts import ExecutedCounts
 from pytest_rvv.measure.silicon import MCA, estimate
 

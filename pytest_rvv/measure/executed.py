@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rvv.base.store import content_sha, digest, source_digest
+from pytest_rvv.measure import counts as counts_module
 from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.counts import ExecutedCounts, attribute, parse
 from pytest_rvv.measure.static import ukernels_by_dispatch, with_ukernels
 from pytest_rvv.model.model import Model
-from pytest_rvv.profile import counts as counts_module
 from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession

@@ -13,7 +13,7 @@
  *   tb <vaddr> <n_insns> <execs> <varith> <vmem> <vset> <first bytes hex>
  *   el <class> <executions> <sum vl> <sum vlmax>  (elements=on; class: varith|vmem)
  *   ei <vaddr> <class> <executions> <sum vl> <sum vlmax>  (elements=on; one per translated vector instruction)
- * Python (pytest_rvv.profile.counts) aggregates and attributes the blocks to dispatches.
+ * Python (pytest_rvv.measure.counts) aggregates and attributes the blocks to dispatches.
  */
 #include <inttypes.h>
 #include <pthread.h>
