@@ -53,12 +53,13 @@ def in_namespace(script: str, cwd: Path, env: dict[str, str]) -> subprocess.Comp
     """Run a bash ``script`` in a private mount namespace (root in it), where it may mount tmpfs."""
     unshare = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
     try:  # can this user mount a tmpfs in a namespace of its own? (root can; a user only where the kernel lets it)
-        probe = subprocess.run([*unshare, "bash", "-c", f"mount -t tmpfs -o size=64k tmpfs {shlex.quote(str(cwd))}"],
-                               capture_output=True, text=True, timeout=30)
+        where = shlex.quote(str(cwd))
+        probe = subprocess.run([*unshare, "bash", "-c", f"mount -t tmpfs -o size=64k tmpfs {where} && "
+                                f"mount -o remount,size=128k {where}"], capture_output=True, text=True, timeout=30)
     except FileNotFoundError:
         pytest.skip("no unshare(1) here: cannot mount a private tmpfs to fill or make read-only")
     if probe.returncode != 0:
-        pytest.skip(f"cannot mount a private tmpfs here as {'root' if os.geteuid() == 0 else 'this user'} "
+        pytest.skip(f"cannot mount and remount a private tmpfs here as {'root' if os.geteuid() == 0 else 'this user'} "
                     f"({' '.join(probe.stderr.split())[:120]})")
     return subprocess.run([*unshare, "bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
