@@ -49,17 +49,20 @@ def environment(cache: Path | None = None) -> dict[str, str]:
     return env
 
 
-def in_namespace(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run a bash ``script`` in a private mount namespace (root in it), where it may mount tmpfs."""
+def in_namespace(script: str, cwd: Path, env: dict[str, str],
+                 remount: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a bash ``script`` in a private mount namespace (root in it), where it may mount (and ``remount``) tmpfs."""
     unshare = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
     try:  # can this user mount a tmpfs in a namespace of its own? (root can; a user only where the kernel lets it)
         where = shlex.quote(str(cwd))
-        probe = subprocess.run([*unshare, "bash", "-c", f"mount -t tmpfs -o size=64k tmpfs {where} && "
-                                f"mount -o remount,size=128k {where}"], capture_output=True, text=True, timeout=30)
+        again = f" && mount -o remount,size=128k {where}" if remount else ""
+        probe = subprocess.run([*unshare, "bash", "-c", f"mount -t tmpfs -o size=64k tmpfs {where}{again}"],
+                               capture_output=True, text=True, timeout=30)
     except FileNotFoundError:
         pytest.skip("no unshare(1) here: cannot mount a private tmpfs to fill or make read-only")
     if probe.returncode != 0:
-        pytest.skip(f"cannot mount and remount a private tmpfs here as {'root' if os.geteuid() == 0 else 'this user'} "
+        pytest.skip(f"cannot mount{' and remount' if remount else ''} a private tmpfs here as "
+                    f"{'root' if os.geteuid() == 0 else 'this user'} "
                     f"({' '.join(probe.stderr.split())[:120]})")
     return subprocess.run([*unshare, "bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
@@ -218,7 +221,7 @@ def test_a_report_folder_that_fills_up_at_the_end_is_one_line_and_a_failed_run(t
     result = in_namespace(
         f"mount -t tmpfs -o size=8k tmpfs {report}\n"  # room for the start-up check, not for the page
         + logged(argv, "small") + f"find {report} -name '.*.tmp' > leftovers.log\n",
-        project, environment())
+        project, environment(), remount=False)
     assert result.returncode == 0, result.stderr
     (small,) = logs(project, "small")
     assert "rc=1" in small and "INTERNALERROR" not in small and "Traceback" not in small, small
