@@ -28,11 +28,11 @@ from pytest_rvv.config.targets import BUILTIN_TARGETS, HOST, RISCV64, Target
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.model.quantize import output_steps
-from pytest_rvv.run.board import BoardFacts, BoardLink, BoardRunner
 from pytest_rvv.run.onnxruntime import onnxruntime_outputs, reference_level
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.recorded import OUTPUTS, PLAIN, RecordedRun, RecordedRuns, rss_probe
 from pytest_rvv.run.runner import Runner, RunOutcome
+from pytest_rvv.run.ssh_board import BoardFacts, BoardLink, BoardRunner
 from pytest_rvv.toolchain.runtimes import Runtime, runtime_for
 from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 

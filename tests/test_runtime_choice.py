@@ -16,8 +16,8 @@ from pytest_rvv.base.store import Store
 from pytest_rvv.comparison.bisect import COULD_NOT_RUN, SKIP, run_selection, verdict_of
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.toolchain.choice import NEAREST, OWN_COMMIT, NoRuntimeLoads, choose_riscv64
+from pytest_rvv.toolchain.iree_source import SourceNotFound, export_commit, find_sources, source_from_path
 from pytest_rvv.toolchain.runtime_build import NAMESPACE, build_runtime, built_runtimes, cached_build
-from pytest_rvv.toolchain.sources import SourceNotFound, export_commit, find_sources, source_from_path
 from pytest_rvv.toolchain.toolchain import Toolchain, compiler_date
 
 from .conftest import USER_TOOLS

@@ -12,7 +12,7 @@ from typing import Any
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.progress import Progress
 from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
-from pytest_rvv.toolchain.sources import SOURCE_ENV
+from pytest_rvv.toolchain.iree_source import SOURCE_ENV
 
 
 def find_pyproject(start: Path) -> Path | None:

@@ -50,7 +50,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("wall_s_median", MACHINE_BOUND, "s", "median wall time (shown, not gated)"),
     Metric("cpu_s_median", MACHINE_BOUND, "s", "median CPU time (shown, not gated)"),
     Metric("compile_s", MACHINE_BOUND, "s", "the compiler's own CPU time (user + sys)"),
-    # measured on a board (run/board.py): that board's own numbers, gated only against its baseline
+    # measured on a board (run/ssh_board.py): that board's own numbers, gated only against its baseline
     Metric("board_peak_rss_kb", MACHINE_BOUND, "KiB", "peak RSS of iree-run-module on the board (GNU time)"),
     Metric("board_cycles", MACHINE_BOUND, "cycles", "CPU cycles on the board (perf stat)", work=True),
     Metric("board_instructions", MACHINE_BOUND, "instr", "instructions retired on the board (perf stat)", work=True),

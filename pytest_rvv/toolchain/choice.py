@@ -6,7 +6,7 @@ Per toolchain, the first of these that applies:
 1. the user's runtime (``--rvv-runtime-riscv64`` for the toolchain under test,
    ``--rvv-compare-runtime-riscv64`` for the reference);
 2. a cached build of the compiler's own commit;
-3. a build from IREE's source at that commit (toolchain/sources.py);
+3. a build from IREE's source at that commit (toolchain/iree_source.py);
 4. the cached or buildable runtime nearest in history (by date) whose probe module loads the
    toolchain's modules: "nearest that loads".
 
@@ -24,14 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.base.errors import RuntimeNotProvided, RvvError
-from pytest_rvv.toolchain.runtime_build import (
-    BuiltRuntime,
-    build_runtime,
-    built_runtimes,
-    cached_build,
-    distance,
-)
-from pytest_rvv.toolchain.sources import (
+from pytest_rvv.toolchain.iree_source import (
     SOURCE_ENV,
     WHERE_TO_GET_IT,
     RuntimeSource,
@@ -41,6 +34,13 @@ from pytest_rvv.toolchain.sources import (
     find_sources,
     partial_clone,
     same_commit,
+)
+from pytest_rvv.toolchain.runtime_build import (
+    BuiltRuntime,
+    build_runtime,
+    built_runtimes,
+    cached_build,
+    distance,
 )
 from pytest_rvv.toolchain.toolchain import Toolchain
 

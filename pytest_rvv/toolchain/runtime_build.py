@@ -5,7 +5,7 @@ No package registry ships a riscv64 IREE runtime, so pytest-rvv builds one: a st
 brings its own vector instructions), cross-compiled with Debian's ``clang-22`` against Debian's
 riscv64 cross libc/libstdc++, after a host build of IREE's own build tools.
 
-Where the source comes from: toolchain/sources.py (a clone, a folder of trees and tarballs, one of
+Where the source comes from: toolchain/iree_source.py (a clone, a folder of trees and tarballs, one of
 them, or a partial clone in the tools cache with network access); which runtime a toolchain runs
 with: toolchain/choice.py.
 
@@ -29,7 +29,7 @@ from pytest_rvv.base.errors import RvvError, ToolMissing, tail
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Entry, Store, digest
 from pytest_rvv.base.tools import find_executable, version_output
-from pytest_rvv.toolchain.sources import (
+from pytest_rvv.toolchain.iree_source import (
     WHERE_TO_GET_IT,
     RuntimeSource,
     SourceNotFound,

@@ -23,7 +23,7 @@ from pytest_rvv.base.wheels import fetch_from_wheel
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import AARCH64, HOST, RISCV64
 from pytest_rvv.toolchain.choice import YOURS, Probe, RuntimeChoice, choose_riscv64
-from pytest_rvv.toolchain.sources import SOURCE_ENV
+from pytest_rvv.toolchain.iree_source import SOURCE_ENV
 from pytest_rvv.toolchain.toolchain import Toolchain
 
 AARCH64_SYSROOT = Path("/usr/aarch64-linux-gnu")
