@@ -96,7 +96,8 @@ def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner,
         if (board := rvv_session.board_for(rvv_runner.target)) is not None:
             pytest.skip(f"executed counts need QEMU: {rvv_runner.target.name} runs on board {board.name}")
         try:
-            return measure_executed(rvv_session, rvv_model, rvv_runner, tmp_path, elements=elements)
+            return measure_executed(rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner), tmp_path,
+                                    elements=elements)
         except ToolMissing as exc:
             pytest.skip(str(exc))
 
@@ -144,7 +145,8 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             runner: Runner | None = rvv_session.runner(rvv_target)
         except RuntimeNotProvided:
             runner = None  # compile-side metrics only
-        machine = rvv_session.machine_for(rvv_target)
+        cell = rvv_session.cell(rvv_model, rvv_target, runner)
+        machine = cell.machine
         recording = request.config.getoption("update_baselines")
         try:
             refs = references(settings.root / PERF_BASELINES, machine, rvv_target.name, rvv_model.name)
@@ -152,7 +154,7 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             pytest.fail(str(exc), pytrace=False)
         # fresh timed runs only where time is gated (a baseline of this machine), recorded, or asked for
         timed = recording or refs.machine is not None or settings.perf_repeat_given
-        result = measure_performance(rvv_session, rvv_model, rvv_target, runner, settings.perf_repeat, timed)
+        result = measure_performance(cell, settings.perf_repeat, timed)
         if rvv_session.board_for(rvv_target) is not None:
             result.board = machine.as_json()
         leave(record_property, performance=result.as_json())

@@ -30,7 +30,7 @@ from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.model.quantize import output_steps
 from pytest_rvv.run.onnxruntime import onnxruntime_outputs, reference_level
 from pytest_rvv.run.qemu import Qemu, find_qemu
-from pytest_rvv.run.recorded import OUTPUTS, PLAIN, RecordedRun, RecordedRuns, rss_probe
+from pytest_rvv.run.recorded import OUTPUTS, CellRuns, RecordedRun, RecordedRuns
 from pytest_rvv.run.runner import Runner, RunOutcome
 from pytest_rvv.run.ssh_board import BoardFacts, BoardLink, BoardRunner
 from pytest_rvv.toolchain.runtimes import Runtime, runtime_for
@@ -59,6 +59,35 @@ class Reference:
     inputs: list[np.ndarray]
     outputs: list[np.ndarray]
     steps: tuple[float | None, ...] = ()  # each output's quantization step (int8 models; model/quantize.py)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One model x target on one toolchain, resolved once (``RvvSession.cell``) into what measuring and judging
+    need, and handed down as a value: code that measures reads it, and never calls back into the session."""
+
+    model: Model
+    target: Target
+    toolchain: Toolchain
+    artifact: Artifact
+    reference: Reference | None  # seeded inputs and onnxruntime's outputs; None when nothing runs the cell
+    runner: Runner | None  # None when no runtime runs this target here
+    runs: CellRuns | None  # its recorded runs (emulated targets only: the host's and a board's are run directly)
+    machine: Machine  # whose machine-bound numbers these are: its board's, else this machine's
+    store: Store
+    stages: Stages
+    timeout_s: float
+
+    def recorded(self, kind: str, workdir: Path | None = None) -> RecordedRun | None:
+        """The ``kind`` run (plain, counted, elements), emulated once per content; None where runs are not
+        recorded (the host, a board: run those directly)."""
+        return None if self.runs is None else self.runs.run(kind, workdir)
+
+    def given(self) -> tuple[Runner, Reference]:
+        """The runner and reference of a cell that runs (a cell resolved without a runner has neither)."""
+        if self.runner is None or self.reference is None:
+            raise ValueError(f"{self.model.name} x {self.target.name} was resolved without a runner")
+        return self.runner, self.reference
 
 
 class RvvSession:
@@ -94,24 +123,17 @@ class RvvSession:
         """Emulated runs kept by content (run/recorded.py); --rvv-no-cache runs them all again."""
         return RecordedRuns(self.store, self.settings.timeout_s, fresh=self.settings.fresh_runs, stages=self.stages)
 
-    def recorded(self, kind: str, model: Model, runner: Runner, workdir: Path | None = None) -> RecordedRun | None:
-        """The ``kind`` run (plain, counted, elements) of ``model`` on ``runner``, emulated once per content.
-
-        None for a runner whose runs are not recorded (the host, a board): run those directly. A counted
-        run raises ToolMissing when this QEMU cannot load the counting plugin.
-        """
-        if runner.qemu is None:
-            return None
-        if kind == PLAIN:
-            helper = rss_probe(self.store)
-        else:
-            from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support
-
-            check_plugin_support(runner.qemu)
-            helper = build_plugin(self.store)
-        reference = self.reference(model)
-        return self.runs.run(kind, self.artifact(model, runner.target), runner, reference.inputs,
-                             len(reference.outputs), helper, workdir)
+    @functools.cache  # noqa: B019
+    def cell(self, model: Model, target: Target, runner: Runner | None) -> Cell:
+        """``model`` x ``target`` on this session's toolchain, resolved once: compiled, its onnxruntime reference
+        (when something runs it), and its recorded runs (emulated targets). Raises what compiling raises."""
+        artifact = self.artifact(model, target)
+        reference = self.reference(model) if runner is not None else None
+        runs = None
+        if runner is not None and runner.qemu is not None and reference is not None:
+            runs = CellRuns(self.runs, artifact, runner, reference.inputs, len(reference.outputs), self.store)
+        return Cell(model, target, self.toolchain, artifact, reference, runner, runs, self.machine_for(target),
+                    self.store, self.stages, self.settings.timeout_s)
 
     @functools.cached_property
     def compiler(self) -> Compiler:

@@ -81,7 +81,7 @@ def executed_counts(version: str, model, target, workdir: Path) -> dict:
     release's modules load in (library calls, not the bisect)."""
     toolchain = toolchain_from_spec(f"iree-base-compiler=={version}", USER_TOOLS)
     session = RvvSession(Settings.resolve(lambda option: None, {}, Path.cwd()), toolchain=toolchain)
-    measured = measure_executed(session, model, session.runner(target), workdir)
+    measured = measure_executed(session.cell(model, target, session.runner(target)), workdir)
     return measured.snapshot(model.name, target.name)
 
 

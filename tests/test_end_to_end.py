@@ -36,7 +36,7 @@ def test_compiles_for_rvv_zvl256b_into_a_riscv64_module(session_and_model):
 def test_runs_and_agrees_with_onnxruntime(session_and_model, target, tmp_path):
     session, model = session_and_model
     runner = session.runner(BUILTIN_TARGETS[target])
-    agreement = check_agreement(session, model, runner, tmp_path)
+    agreement = check_agreement(session.cell(model, runner.target, runner), tmp_path)
     assert agreement.ok
     assert 0 < agreement.max_abs < 1e-5, "softmax outputs must agree closely, and not trivially"
     if target == "host":  # run here; an emulated run is recorded by content (tests/test_recorded_runs.py)

@@ -119,10 +119,10 @@ def test_model_counts_per_dispatch_are_identical_across_runs(tmp_path):
     session = RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE)}, tmp_path))
     runner = session.runner(BUILTIN_TARGETS["aarch64"])
     try:
-        first = measure_executed(session, model, runner, tmp_path / "1")
+        first = measure_executed(session.cell(model, runner.target, runner), tmp_path / "1")
     except ToolMissing as exc:
         pytest.skip(str(exc))
-    second = measure_executed(session, model, runner, tmp_path / "2")
+    second = measure_executed(session.cell(model, runner.target, runner), tmp_path / "2")
     assert first.snapshot("mlp", "aarch64") == second.snapshot("mlp", "aarch64")
     dispatches = first.attribution["dispatches"]
     assert dispatches and all(key.startswith("dispatch_") for key in dispatches)
@@ -138,10 +138,10 @@ def test_lane_occupancy_per_dispatch_of_a_real_model(tmp_path, target_name):
     session = RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE)}, tmp_path))
     runner = session.runner(BUILTIN_TARGETS[target_name])
     try:
-        plain = measure_executed(session, model, runner, tmp_path / "plain")
+        plain = measure_executed(session.cell(model, runner.target, runner), tmp_path / "plain")
     except ToolMissing as exc:
         pytest.skip(str(exc))
-    counted = measure_executed(session, model, runner, tmp_path / "lanes", elements=True)
+    counted = measure_executed(session.cell(model, runner.target, runner), tmp_path / "lanes", elements=True)
     assert counted.snapshot("mlp", target_name) == plain.snapshot("mlp", target_name)
     assert "lanes" not in plain.attribution
     lanes = counted.attribution["lanes"]

@@ -43,6 +43,11 @@ def runner_or_skip(session: RvvSession, target: Target):
         pytest.skip(str(exc))
 
 
+def cell_of(session: RvvSession, model, target: Target):
+    """``model`` x ``target`` resolved on its runner (skips where no runtime runs the target)."""
+    return session.cell(model, target, runner_or_skip(session, target))
+
+
 MLP_INPUTS = [{"name": "x", "shape": [4, 64], "generator": "normal", "low": 0, "high": 1}]
 
 
@@ -60,7 +65,7 @@ def test_an_int8_model_agrees_with_onnxruntimes_quantized_result_counted_in_quan
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in prepared.graph.node}
     reference = session.reference(model)
     assert reference.steps[0] is not None and reference.steps[0] > 0  # the output's DequantizeLinear scale
-    agreement = check_agreement(session, model, runner_or_skip(session, ZVL256), session.store.root)
+    agreement = check_agreement(cell_of(session, model, ZVL256), session.store.root)
     assert agreement.max_steps is not None and agreement.max_steps <= 1
     assert "quantization steps" in agreement.report()
 
@@ -109,7 +114,7 @@ def test_a_float16_model_runs_where_the_vector_unit_has_zvfh(tmp_path):
     model = models["mlp-f16"]
     prepared = onnx.load(str(session.prepared(model)))
     assert any(i.data_type == TensorProto.FLOAT16 for i in prepared.graph.initializer)
-    assert check_agreement(session, model, runner_or_skip(session, RVA23), tmp_path).ok
+    assert check_agreement(cell_of(session, model, RVA23), tmp_path).ok
 
 
 def test_a_bfloat16_model_agrees_with_its_bfloat16_arithmetic_on_rva23(tmp_path):
@@ -126,7 +131,7 @@ def test_a_bfloat16_model_agrees_with_its_bfloat16_arithmetic_on_rva23(tmp_path)
     assert ours.dtype == np.float32
     np.testing.assert_array_equal(ours.astype(ml_dtypes.bfloat16).astype(np.float32), ours)  # rounded to bf16
     assert 1e-4 < np.abs(ours - f32).max() < 1e-2  # the rounding is real, and bf16-sized
-    assert check_agreement(session, model, runner_or_skip(session, RVA23), tmp_path).ok
+    assert check_agreement(cell_of(session, model, RVA23), tmp_path).ok
 
 
 def test_an_operator_that_takes_no_bfloat16_is_refused_in_one_line(tmp_path):

@@ -51,8 +51,8 @@ def test_a_second_run_is_looked_up_and_equals_a_fresh_one(rvv):
     session, model = rvv
     runner = session.runner(TARGET)  # its probe is a recorded run too
     before = (session.runs.emulated, session.runs.looked_up)
-    first = session.recorded(COUNTED, model, runner)
-    again = session.recorded(COUNTED, model, runner)
+    first = session.cell(model, runner.target, runner).recorded(COUNTED)
+    again = session.cell(model, runner.target, runner).recorded(COUNTED)
     assert (first.cached, again.cached) == (False, True)
     assert (session.runs.emulated - before[0], session.runs.looked_up - before[1]) == (1, 1)
     fresh = RecordedRuns(session.store, session.settings.timeout_s, fresh=True)
@@ -99,12 +99,12 @@ def test_each_part_of_the_key_runs_it_again(rvv, tmp_path):
 def test_a_damaged_record_is_run_again_not_trusted(rvv):
     session, model = rvv
     runner = session.runner(TARGET)
-    first = session.recorded(COUNTED, model, runner)
+    first = session.cell(model, runner.target, runner).recorded(COUNTED)
     emulated = session.runs.emulated
     recorded = dispatches(session, model, first)
     assert first.counts.is_relative_to(session.store.root / NAMESPACE)
     first.counts.write_text(first.counts.read_text().replace(" 1 ", " 2 "))  # the manifest's hash no longer matches
-    again = session.recorded(COUNTED, model, runner)
+    again = session.cell(model, runner.target, runner).recorded(COUNTED)
     assert not again.cached and session.runs.emulated == emulated + 1
     assert dispatches(session, model, again) == recorded
 
@@ -162,6 +162,6 @@ def test_the_shared_plain_run_measures_iree_peak_allocation_like_a_timed_run(rvv
 
     session, model = rvv
     runner = session.runner(TARGET)
-    shared = measure_performance(session, model, TARGET, runner, repeat=1, timed=False)
-    timed = measure_performance(session, model, TARGET, runner, repeat=1, timed=True)
+    shared = measure_performance(session.cell(model, TARGET, runner), repeat=1, timed=False)
+    timed = measure_performance(session.cell(model, TARGET, runner), repeat=1, timed=True)
     assert shared.metrics["iree_peak_bytes"] == timed.metrics["iree_peak_bytes"] > 0

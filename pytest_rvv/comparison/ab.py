@@ -149,16 +149,18 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
     comparison = ToolchainComparison(model.name, target.name, under_test.toolchain.compiler_version,
                                      reference.toolchain.compiler_version)
     runner_a, runner_b = _runner(under_test, target), _runner(reference, target)
-    result_a = compile_side(under_test, model, target, runner_a)
+    cell_a = under_test.cell(model, target, runner_a)
+    result_a = compile_side(cell_a)
     try:
-        result_b = compile_side(reference, model, target, runner_b)
+        cell_b = reference.cell(model, target, runner_b)
     except CompileFailed as exc:
         comparison.notes.append(f"improvement: the reference toolchain could not compile it ({exc})")
         return comparison
+    result_b = compile_side(cell_b)
     if runner_a is not None and runner_b is not None:
         with tempfile.TemporaryDirectory(prefix="pytest-rvv-ab-") as tmp:
-            runs_a = TimedRuns(under_test, model, runner_a, Path(tmp) / "a")
-            runs_b = TimedRuns(reference, model, runner_b, Path(tmp) / "b")
+            runs_a = TimedRuns(cell_a, Path(tmp) / "a")
+            runs_b = TimedRuns(cell_b, Path(tmp) / "b")
             for i in range(repeat):  # interleaved, alternating which goes first
                 for runs in ((runs_a, runs_b) if i % 2 == 0 else (runs_b, runs_a)):
                     runs.once()
@@ -172,8 +174,8 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
         before, after = result_b.executed, result_a.executed
     elif target.arch != HOST:
         comparison.counted = "static"
-        before = analyze(reference.artifact(model, target), reference.store, reference.stages).snapshot()
-        after = analyze(under_test.artifact(model, target), under_test.store, under_test.stages).snapshot()
+        before = analyze(cell_b.artifact, cell_b.store, cell_b.stages).snapshot()
+        after = analyze(cell_a.artifact, cell_a.store, cell_a.stages).snapshot()
     else:
         return comparison
     comparison.gate = check_gate(before, after, target, max_share_drop, work=comparison.counted == "executed",
@@ -183,8 +185,8 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
     if comparison.changes and target.arch != HOST:
         top = comparison.changes[0]
         arch = target.arch
-        old = dispatch_listing(reference.artifact(model, target).executables, arch, top.before_key)
-        new = dispatch_listing(under_test.artifact(model, target).executables, arch, top.after_key)
+        old = dispatch_listing(cell_b.artifact.executables, arch, top.before_key)
+        new = dispatch_listing(cell_a.artifact.executables, arch, top.after_key)
         comparison.asm = (top.name, unified(old, new, f"reference/{top.before_key}", f"under-test/{top.after_key}"))
         comparison.asm_mix = mnemonic_changes(old, new)
     return comparison

@@ -1,4 +1,4 @@
-"""The checks the suites perform, as plain functions over an RvvSession."""
+"""The checks the suites perform, as plain functions over a session (compiling) or a resolved cell (running)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pytest_rvv.config.targets import Target
 from pytest_rvv.measure.agreement import Agreement, compare
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.recorded import PLAIN
-from pytest_rvv.run.runner import Runner
-from pytest_rvv.session import RvvSession
+from pytest_rvv.session import Cell, RvvSession
 
 
 def check_compiles(session: RvvSession, model: Model, target: Target) -> Artifact:
@@ -20,16 +19,15 @@ def check_compiles(session: RvvSession, model: Model, target: Target) -> Artifac
     return artifact
 
 
-def check_agreement(session: RvvSession, model: Model, runner: Runner, workdir: Path) -> Agreement:
-    """Run ``model`` with ``runner`` and assert its outputs agree with onnxruntime's."""
-    target = runner.target
-    artifact = session.artifact(model, target)
-    reference = session.reference(model)
-    recorded = session.recorded(PLAIN, model, runner, workdir)  # emulated: once per content, shared with perf
+def check_agreement(cell: Cell, workdir: Path) -> Agreement:
+    """Run the cell's module and assert its outputs agree with onnxruntime's."""
+    runner, reference = cell.given()
+    model, target = cell.model, cell.target
+    recorded = cell.recorded(PLAIN, workdir)  # emulated: once per content, shared with perf
     if recorded is not None:
         outputs, repro = recorded.outputs, recorded.repro
     else:
-        outcome = runner.run(artifact, reference.inputs, workdir, len(reference.outputs), session.settings.timeout_s)
+        outcome = runner.run(cell.artifact, reference.inputs, workdir, len(reference.outputs), cell.timeout_s)
         outputs, repro = outcome.outputs, outcome.repro
     agreement = compare(outputs, reference.outputs, model.tolerance, reference.steps)
     assert agreement.ok, (

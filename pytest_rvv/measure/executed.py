@@ -12,10 +12,8 @@ from pytest_rvv.measure import counts as counts_module
 from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.counts import ExecutedCounts, attribute, parse
 from pytest_rvv.measure.static import ukernels_by_dispatch, with_ukernels
-from pytest_rvv.model.model import Model
 from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun
-from pytest_rvv.run.runner import Runner
-from pytest_rvv.session import RvvSession
+from pytest_rvv.session import Cell
 
 _COUNTS_SOURCE = source_digest(counts_module.__file__)  # a change to the attribution re-runs it
 
@@ -36,28 +34,27 @@ class ExecutedMeasurement:
                 "dispatches": with_ukernels(self.attribution["dispatches"], self.ukernels)}
 
 
-def measure_executed(session: RvvSession, model: Model, runner: Runner, workdir: Path,
-                     elements: bool = False) -> ExecutedMeasurement:
-    """Run ``model`` once under QEMU with the counting plugin and attribute what executed.
+def measure_executed(cell: Cell, workdir: Path, elements: bool = False) -> ExecutedMeasurement:
+    """Run the cell's module once under QEMU with the counting plugin and attribute what executed.
 
     The counted run's outputs must agree with onnxruntime: counts of a wrong result are refused.
     """
+    runner, reference = cell.given()
+    model, artifact = cell.model, cell.artifact
     if runner.qemu is None:
         raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
-    artifact = session.artifact(model, runner.target)
-    reference = session.reference(model)
-    recorded = session.recorded(ELEMENTS if elements else COUNTED, model, runner, workdir)  # once per content
+    recorded = cell.recorded(ELEMENTS if elements else COUNTED, workdir)  # once per content
     assert recorded is not None and recorded.counts is not None
     agreement = compare(recorded.outputs, reference.outputs, model.tolerance, reference.steps)
     assert agreement.ok, (  # counts of a wrong result are not recorded
         f"{model.name} on {runner.target.name} disagrees with onnxruntime in the counted run\n{agreement.report()}"
     )
     counts = parse(recorded.counts.read_text(), recorded.counts)
-    return ExecutedMeasurement(counts, attributed(session, counts, recorded, artifact.executables,
-                                                  runner.target.arch), recorded, ukernels_by_dispatch(artifact))
+    return ExecutedMeasurement(counts, attributed(cell, counts, recorded, artifact.executables, runner.target.arch),
+                               recorded, ukernels_by_dispatch(artifact))
 
 
-def attributed(session: RvvSession, counts: ExecutedCounts, recorded: RecordedRun, executables: tuple[Path, ...],
+def attributed(cell: Cell, counts: ExecutedCounts, recorded: RecordedRun, executables: tuple[Path, ...],
                arch: str) -> dict[str, Any]:
     """``attribute`` (disassembly and DWARF of every dispatch library, a walk over every executed block), done
     once per counts file and libraries and kept in the store: a rerun with nothing changed reads it back."""
@@ -66,11 +63,11 @@ def attributed(session: RvvSession, counts: ExecutedCounts, recorded: RecordedRu
                   _COUNTS_SOURCE])
 
     def build(tmp: Path) -> dict[str, Any]:
-        with session.stages.time("count"):
+        with cell.stages.time("count"):
             (tmp / "attribution.json").write_text(json.dumps(attribute(counts, executables, arch), sort_keys=True))
         return {"arch": arch}
 
-    entry = session.store.get_or_build("attributions", key, build)
+    entry = cell.store.get_or_build("attributions", key, build)
     if not entry.created:
-        session.stages.hit("count")
+        cell.stages.hit("count")
     return json.loads(entry.file("attribution.json").read_text())

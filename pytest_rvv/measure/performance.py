@@ -12,17 +12,14 @@ from typing import Any
 from elftools.elf.elffile import ELFFile
 
 from pytest_rvv.base.errors import ToolMissing
-from pytest_rvv.compile.compiler import Artifact
-from pytest_rvv.config.targets import HOST, Target
+from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
 from pytest_rvv.measure.metrics import silicon_metric
 from pytest_rvv.measure.silicon import estimate_once
 from pytest_rvv.measure.static import analyze
-from pytest_rvv.model.model import Model
 from pytest_rvv.run.recorded import PLAIN, rss_probe
-from pytest_rvv.run.runner import Runner
-from pytest_rvv.session import RvvSession
+from pytest_rvv.session import Cell
 
 _STATISTICS = re.compile(r"(HOST_LOCAL|DEVICE_LOCAL):\s+(\d+)B peak")
 
@@ -58,17 +55,17 @@ def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:
     return total
 
 
-def compile_side(session: RvvSession, model: Model, target: Target, runner: Runner | None) -> PerfResult:
-    """A result holding the compile-side metrics (sizes, static counts, compile time) of ``session``'s toolchain."""
-    artifact = session.artifact(model, target)
-    toolchain = {"iree_compile": session.toolchain.compiler_version,
+def compile_side(cell: Cell) -> PerfResult:
+    """A result holding the compile-side metrics (sizes, static counts, compile time) of the cell's toolchain."""
+    model, target, runner, artifact = cell.model, cell.target, cell.runner, cell.artifact
+    toolchain = {"iree_compile": cell.toolchain.compiler_version,
                  "runtime": runner.runtime.identity if runner else "none",
                  "qemu": f"{runner.qemu.path.name} {runner.qemu.version_text}" if runner and runner.qemu else "none"}
     result = PerfResult(model.name, target.name, toolchain)
     result.metrics.update(compile_s=round(artifact.compile_s, 3), module_bytes=artifact.size_bytes,
                           dispatch_code_bytes=dispatch_code_bytes(artifact.executables))
     if target.arch != HOST:
-        total = analyze(artifact, session.store, session.stages).total
+        total = analyze(artifact, cell.store, cell.stages).total
         result.metrics.update(static_instructions=total.instructions, static_vector=total.vector)
     return result
 
@@ -79,10 +76,10 @@ class TimedRuns:
     Every timed run's outputs must agree with onnxruntime: numbers of a wrong result are refused.
     """
 
-    def __init__(self, session: RvvSession, model: Model, runner: Runner, work: Path) -> None:
-        self.session, self.model, self.runner, self.work = session, model, runner, work
-        self.artifact = session.artifact(model, runner.target)
-        self.probe = rss_probe(session.store)
+    def __init__(self, cell: Cell, work: Path) -> None:
+        self.cell, self.work = cell, work
+        self.runner, self.reference = cell.given()
+        self.probe = rss_probe(cell.store)
         self.walls: list[float] = []
         self.cpus: list[float] = []
         self.rss: list[int] = []
@@ -90,11 +87,11 @@ class TimedRuns:
         self.measured: dict[str, list[float]] = {}
 
     def once(self) -> None:
-        reference = self.session.reference(self.model)
+        reference = self.reference
         rss_file = self.work / f"rss_{len(self.walls)}.txt"
-        with self.session.stages.time("emulate (timed)"):
-            outcome = self.runner.run(self.artifact, reference.inputs, self.work / "run", len(reference.outputs),
-                                      self.session.settings.timeout_s, launcher=(str(self.probe), str(rss_file)),
+        with self.cell.stages.time("emulate (timed)"):
+            outcome = self.runner.run(self.cell.artifact, reference.inputs, self.work / "run", len(reference.outputs),
+                                      self.cell.timeout_s, launcher=(str(self.probe), str(rss_file)),
                                       runtime_args=("--print_statistics",))
         self.take(outcome.outputs, outcome.process.wall_s, outcome.process.cpu_s,
                   int(rss_file.read_text()) if rss_file.is_file() else None,
@@ -103,11 +100,11 @@ class TimedRuns:
     def take(self, outputs: list, wall_s: float, cpu_s: float, rss_kb: int | None, output: str, repro: str,
              measured: dict[str, float] | None = None) -> None:
         """Count one run (fresh, or the recorded plain run) once its outputs agree with onnxruntime."""
-        reference = self.session.reference(self.model)
-        agreement = compare(outputs, reference.outputs, self.model.tolerance, reference.steps)
+        reference, model = self.reference, self.cell.model
+        agreement = compare(outputs, reference.outputs, model.tolerance, reference.steps)
         assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
-            f"{self.model.name} on {self.runner.target.name} disagrees with onnxruntime "
-            f"({self.session.toolchain.compiler_version})\n{agreement.report()}\nrepro: {repro}"
+            f"{model.name} on {self.runner.target.name} disagrees with onnxruntime "
+            f"({self.cell.toolchain.compiler_version})\n{agreement.report()}\nrepro: {repro}"
         )
         self.walls.append(round(wall_s, 4))
         self.cpus.append(round(cpu_s, 4))
@@ -130,34 +127,34 @@ class TimedRuns:
         if self.peaks:
             result.metrics["iree_peak_bytes"] = sum(int(v) for v in self.peaks.values())
         if self.runner.qemu is not None:
-            add_executed(self.session, self.model, self.runner, result)
+            add_executed(self.cell, result)
 
 
-def add_executed(session: RvvSession, model: Model, runner: Runner, result: PerfResult) -> None:
+def add_executed(cell: Cell, result: PerfResult) -> None:
     """Executed counts (the counted run, recorded by content) and the silicon estimates made from them."""
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-executed-") as tmp:
         try:
-            executed = measure_executed(session, model, runner, Path(tmp))
+            executed = measure_executed(cell, Path(tmp))
         except ToolMissing as exc:
             result.notes.append(f"no executed counts: {exc}")
             return
     totals = executed.attribution["dispatch_totals"]
     result.metrics.update(executed_dispatch_instructions=totals["instructions"],
                           executed_dispatch_vector=totals["vector"])
-    result.executed = executed.snapshot(model.name, runner.target.name)
-    _estimate(session, session.artifact(model, runner.target), runner.target, executed, result)
+    result.executed = executed.snapshot(cell.model.name, cell.target.name)
+    _estimate(cell, executed, result)
 
 
-def _estimate(session: RvvSession, artifact: Artifact, target: Target, executed: ExecutedMeasurement,
-              result: PerfResult) -> None:
+def _estimate(cell: Cell, executed: ExecutedMeasurement, result: PerfResult) -> None:
     """Estimated silicon cycles on the target's cores (llvm-mca), a portable metric per core."""
+    target, artifact = cell.target, cell.artifact
     if not target.cores():
         return
     try:
         assert executed.run.counts is not None
-        with session.stages.time("estimate"):
+        with cell.stages.time("estimate"):
             estimates = estimate_once(executed.counts, executed.run.counts, artifact.executables, target.arch,
-                                      target.cores(), session.store)
+                                      target.cores(), cell.store)
     except ToolMissing as exc:
         result.notes.append(f"no silicon estimates: {exc}")
         return
@@ -167,22 +164,21 @@ def _estimate(session: RvvSession, artifact: Artifact, target: Target, executed:
         result.toolchain["llvm_mca"] = found.llvm_mca
 
 
-def measure_performance(session: RvvSession, model: Model, target: Target, runner: Runner | None,
-                        repeat: int, timed: bool = True) -> PerfResult:
-    """Compile-side metrics always; run-side metrics when ``runner`` is given.
+def measure_performance(cell: Cell, repeat: int, timed: bool = True) -> PerfResult:
+    """Compile-side metrics always; run-side metrics when the cell has a runner.
 
     ``timed``: time is gated here (this machine has a baseline, or baselines are being recorded) or was
     asked for: ``repeat`` fresh timed runs. Otherwise an emulated target's run side comes from its plain
     run, recorded by content and shared with the agreement check (one emulated run, none on a rerun),
     and its time is that run's, shown as information.
     """
-    result = compile_side(session, model, target, runner)
-    if runner is None:
+    result = compile_side(cell)
+    if cell.runner is None:
         result.notes.append("run-side metrics need a runtime for this target")
         return result
-    recorded = None if timed else session.recorded(PLAIN, model, runner)
+    recorded = None if timed else cell.recorded(PLAIN)
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-perf-") as tmp:
-        runs = TimedRuns(session, model, runner, Path(tmp))
+        runs = TimedRuns(cell, Path(tmp))
         if recorded is None:
             for _ in range(repeat):
                 runs.once()

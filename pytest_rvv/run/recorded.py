@@ -31,6 +31,7 @@ from pytest_rvv.base.cbuild import build_c
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.compile.compiler import Artifact
+from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.runner import Runner
 
 PLAIN, COUNTED, ELEMENTS, OUTPUTS = "plain", "counted", "elements", "outputs"
@@ -41,7 +42,7 @@ STATISTICS_ARGS = ("--print_statistics",)
 
 
 def rss_probe(store: Store) -> Path:
-    """The RSS launcher of plain and timed runs (perf/rss_probe.c: forks the command, reports its peak RSS)."""
+    """The RSS launcher of plain and timed runs (run/rss_probe.c: forks the command, reports its peak RSS)."""
     return build_c(store, "pytest_rvv.run", ("rss_probe.c",), "rss_probe", shared=False)
 
 
@@ -117,7 +118,6 @@ class RecordedRuns:
 
     def _emulate(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], num_outputs: int,
                  helper: Path | None, into: Path, workdir: Path | None) -> dict[str, Any]:
-        from pytest_rvv.run.qemu_plugin import plugin_option
 
         with tempfile.TemporaryDirectory(prefix="pytest-rvv-run-") as scratch:
             work = Path(scratch)
@@ -161,3 +161,26 @@ class RecordedRuns:
             counts = kept
         return RecordedRun(kind, outputs, str(meta["stdout"]), counts, meta.get("rss_kb"), float(meta["wall_s"]),
                            float(meta["cpu_s"]), str(meta["repro"]), cached)
+
+
+@dataclass(frozen=True)
+class CellRuns:
+    """The recorded runs of one compiled module on one emulated runner, on its seeded inputs: each kind is emulated
+    once per content (``RecordedRuns``), with the helper it needs (the RSS launcher, or the counting plugin)."""
+
+    runs: RecordedRuns
+    artifact: Artifact
+    runner: Runner
+    inputs: list[np.ndarray]
+    num_outputs: int
+    store: Store
+
+    def run(self, kind: str, workdir: Path | None = None) -> RecordedRun:
+        """The ``kind`` run; ToolMissing when this QEMU cannot load the counting plugin a counted run needs."""
+        if kind == PLAIN:
+            helper = rss_probe(self.store)
+        else:
+            assert self.runner.qemu is not None
+            check_plugin_support(self.runner.qemu)
+            helper = build_plugin(self.store)
+        return self.runs.run(kind, self.artifact, self.runner, self.inputs, self.num_outputs, helper, workdir)
