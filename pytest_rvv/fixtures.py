@@ -29,7 +29,7 @@ from pytest_rvv.conformance.check import (
 )
 from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.conformance.report import NEW_PASS
-from pytest_rvv.judge.applicable import references
+from pytest_rvv.judge.applicable import applicable_baselines
 from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.judge.gate import GateResult
 from pytest_rvv.judge.policy import tolerances
@@ -149,11 +149,11 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         machine = cell.machine
         recording = request.config.getoption("update_baselines")
         try:
-            refs = references(settings.root / PERF_BASELINES, machine, rvv_target.name, rvv_model.name)
+            applicable = applicable_baselines(settings.root / PERF_BASELINES, machine, rvv_target.name, rvv_model.name)
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
         # fresh timed runs only where time is gated (a baseline of this machine), recorded, or asked for
-        timed = recording or refs.machine is not None or settings.perf_repeat_given
+        timed = recording or applicable.machine is not None or settings.perf_repeat_given
         result = measure_performance(cell, settings.perf_repeat, timed)
         if rvv_session.board_for(rvv_target) is not None:
             result.board = machine.as_json()
@@ -167,12 +167,12 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
-        verdict = judge(refs, result, rvv_target, limits, machine, strict=strict,
+        verdict = judge(applicable, result, rvv_target, limits, machine, strict=strict,
                         added_work=settings.added_work_percent)
         leave(record_property, perf_rows=[(r.metric, r.baseline, r.now, r.status) for r in verdict.rows],
               notes=list(verdict.notes), improvements=list(verdict.improvements))
-        if refs.portable is None and strict and verdict.has_portable:
-            pytest.fail(f"no performance baseline {refs.portable_path}: record one with --update-baselines",
+        if applicable.portable is None and strict and verdict.has_portable:
+            pytest.fail(f"no performance baseline {applicable.portable_path}: record one with --update-baselines",
                         pytrace=False)
         if verdict.regressed or (strict and verdict.differs):
             what = "performance regression" if verdict.regressed else "differs from its baseline (strict)"

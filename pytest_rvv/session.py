@@ -52,8 +52,8 @@ _MISMATCH = re.compile(  # the clause that says so, and the versions when it giv
 
 
 @dataclass(frozen=True)
-class Reference:
-    """Seeded inputs and onnxruntime's outputs for one model."""
+class Oracle:
+    """Seeded inputs and onnxruntime's outputs for one model: what every run of it is held against."""
 
     prepared: Path
     inputs: list[np.ndarray]
@@ -70,7 +70,7 @@ class Cell:
     target: Target
     toolchain: Toolchain
     artifact: Artifact
-    reference: Reference | None  # seeded inputs and onnxruntime's outputs; None when nothing runs the cell
+    oracle: Oracle | None  # seeded inputs and onnxruntime's outputs; None when nothing runs the cell
     runner: Runner | None  # None when no runtime runs this target here
     runs: CellRuns | None  # its recorded runs (emulated targets only: the host's and a board's are run directly)
     machine: Machine  # whose machine-bound numbers these are: its board's, else this machine's
@@ -83,11 +83,11 @@ class Cell:
         recorded (the host, a board: run those directly)."""
         return None if self.runs is None else self.runs.run(kind, workdir)
 
-    def given(self) -> tuple[Runner, Reference]:
-        """The runner and reference of a cell that runs (a cell resolved without a runner has neither)."""
-        if self.runner is None or self.reference is None:
+    def given(self) -> tuple[Runner, Oracle]:
+        """The runner and oracle of a cell that runs (a cell resolved without a runner has neither)."""
+        if self.runner is None or self.oracle is None:
             raise ValueError(f"{self.model.name} x {self.target.name} was resolved without a runner")
-        return self.runner, self.reference
+        return self.runner, self.oracle
 
 
 class RvvSession:
@@ -125,14 +125,15 @@ class RvvSession:
 
     @functools.cache  # noqa: B019
     def cell(self, model: Model, target: Target, runner: Runner | None) -> Cell:
-        """``model`` x ``target`` on this session's toolchain, resolved once: compiled, its onnxruntime reference
-        (when something runs it), and its recorded runs (emulated targets). Raises what compiling raises."""
+        """``model`` x ``target`` on this session's toolchain, resolved once: compiled, its oracle (onnxruntime's
+        outputs, when something runs the cell), and its recorded runs (emulated targets). Raises what compiling
+        raises."""
         artifact = self.artifact(model, target)
-        reference = self.reference(model) if runner is not None else None
+        oracle = self.oracle(model) if runner is not None else None
         runs = None
-        if runner is not None and runner.qemu is not None and reference is not None:
-            runs = CellRuns(self.runs, artifact, runner, reference.inputs, len(reference.outputs), self.store)
-        return Cell(model, target, self.toolchain, artifact, reference, runner, runs, self.machine_for(target),
+        if runner is not None and runner.qemu is not None and oracle is not None:
+            runs = CellRuns(self.runs, artifact, runner, oracle.inputs, len(oracle.outputs), self.store)
+        return Cell(model, target, self.toolchain, artifact, oracle, runner, runs, self.machine_for(target),
                     self.store, self.stages, self.settings.timeout_s)
 
     @functools.cached_property
@@ -154,7 +155,7 @@ class RvvSession:
         return self.compiler.compile(model.name, self.imported(model), target)
 
     @functools.cache  # noqa: B019
-    def reference(self, model: Model) -> Reference:
+    def oracle(self, model: Model) -> Oracle:
         """Seeded inputs and onnxruntime's outputs, cached beside the compiled modules."""
         import onnxruntime
 
@@ -182,7 +183,7 @@ class RvvSession:
         def load(kind: str, count: object) -> list[np.ndarray]:
             return [np.load(entry.file(f"{kind}_{i}.npy"), allow_pickle=False) for i in range(int(str(count)))]
 
-        return Reference(path, load("input", entry.meta["inputs"]), load("output", entry.meta["outputs"]),
+        return Oracle(path, load("input", entry.meta["inputs"]), load("output", entry.meta["outputs"]),
                          output_steps(path))
 
     # run side

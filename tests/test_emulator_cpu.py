@@ -291,7 +291,7 @@ def test_a_sigill_names_the_instruction_and_the_extension_the_cpu_lacks(f16_sess
     except RuntimeNotProvided as exc:
         pytest.skip(str(exc))
     with pytest.raises(RunFailed) as failure:
-        runner.run(dataclasses.replace(artifact, target=lacking), session.reference(model).inputs, tmp_path / "run",
+        runner.run(dataclasses.replace(artifact, target=lacking), session.oracle(model).inputs, tmp_path / "run",
                    1, timeout_s=60)
     message = str(failure.value)
     assert "\n" not in message

@@ -49,7 +49,7 @@ def test_a_different_module_would_be_caught(session_and_model, tmp_path):
 
     session, model = session_and_model
     runner = session.runner(BUILTIN_TARGETS["host"])
-    reference = session.reference(model)
+    reference = session.oracle(model)
     shifted = [x + 1.0 for x in reference.inputs]
     outcome = runner.run(session.artifact(model, runner.target), shifted, tmp_path, 1, 60)
     assert not compare(outcome.outputs, reference.outputs, model.tolerance).ok

@@ -63,7 +63,7 @@ def test_an_int8_model_agrees_with_onnxruntimes_quantized_result_counted_in_quan
     model = models["mlp-int8"]
     prepared = onnx.load(str(session.prepared(model)))
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in prepared.graph.node}
-    reference = session.reference(model)
+    reference = session.oracle(model)
     assert reference.steps[0] is not None and reference.steps[0] > 0  # the output's DequantizeLinear scale
     agreement = check_agreement(cell_of(session, model, ZVL256), session.store.root)
     assert agreement.max_steps is not None and agreement.max_steps <= 1
@@ -76,7 +76,7 @@ def test_the_reference_of_a_qdq_model_is_its_qdq_arithmetic_not_this_machines_in
 
     session, models = mlp_int8
     model = models["mlp-int8"]
-    path, reference = session.prepared(model), session.reference(model)
+    path, reference = session.prepared(model), session.oracle(model)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     literal = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
@@ -88,7 +88,7 @@ def test_an_output_off_by_two_steps_fails_a_one_step_tolerance(mlp_int8):
     from pytest_rvv.measure.agreement import compare
 
     session, models = mlp_int8
-    model, reference = models["mlp-int8"], session.reference(models["mlp-int8"])
+    model, reference = models["mlp-int8"], session.oracle(models["mlp-int8"])
     shifted = [reference.outputs[0] + 2 * reference.steps[0]]
     agreement = compare(shifted, reference.outputs, model.tolerance, reference.steps)
     assert not agreement.ok and agreement.max_steps == pytest.approx(2)
@@ -127,7 +127,7 @@ def test_a_bfloat16_model_agrees_with_its_bfloat16_arithmetic_on_rva23(tmp_path)
     model = models["mlp-bf16"]
     prepared = onnx.load(str(session.prepared(model)))
     assert {i.data_type for i in prepared.graph.initializer} == {TensorProto.BFLOAT16}
-    [ours], [f32] = session.reference(model).outputs, session.reference(models["mlp"]).outputs
+    [ours], [f32] = session.oracle(model).outputs, session.oracle(models["mlp"]).outputs
     assert ours.dtype == np.float32
     np.testing.assert_array_equal(ours.astype(ml_dtypes.bfloat16).astype(np.float32), ours)  # rounded to bf16
     assert 1e-4 < np.abs(ours - f32).max() < 1e-2  # the rounding is real, and bf16-sized

@@ -304,19 +304,19 @@ def test_after_an_upgrade_the_host_targets_sizes_are_churn_on_its_own_machine_to
     """Every metric of the host target is machine-bound: its code sizes follow the upgrade review there as well."""
     from pytest_rvv.config.machine import this_machine
     from pytest_rvv.config.targets import BUILTIN_TARGETS
-    from pytest_rvv.judge.applicable import References
+    from pytest_rvv.judge.applicable import ApplicableBaselines
     from pytest_rvv.judge.verdict import judge
     from pytest_rvv.measure.performance import PerfResult
 
     old = {"iree_compile": "IREE compiler version 3.12.0"}
     machine = {"metrics": {"module_bytes": 1000, "cpu_s_min": 1.0}, "samples": {}, "toolchain": old}
-    refs = References(None, tmp_path / "p.json", machine, tmp_path / "m.json", ())
+    applicable = ApplicableBaselines(None, tmp_path / "p.json", machine, tmp_path / "m.json", ())
     now = PerfResult("m", "host", {"iree_compile": "IREE compiler version 3.13.0"},
                      {"module_bytes": 1010, "cpu_s_min": 1.0})
-    verdict = judge(refs, now, BUILTIN_TARGETS["host"], tolerances(None, False), this_machine("box", "qemu"))
+    verdict = judge(applicable, now, BUILTIN_TARGETS["host"], tolerances(None, False), this_machine("box", "qemu"))
     assert not verdict.regressed and verdict.upgrade == ("IREE compiler version 3.12.0", "IREE compiler version 3.13.0")
     assert [r.status for r in verdict.machine_bound if r.metric == "module_bytes"] == ["changed"]
-    strict = judge(refs, now, BUILTIN_TARGETS["host"], tolerances(None, False), this_machine("box", "qemu"),
+    strict = judge(applicable, now, BUILTIN_TARGETS["host"], tolerances(None, False), this_machine("box", "qemu"),
                    strict=True)
     assert strict.regressed
 

@@ -56,8 +56,8 @@ def test_a_second_run_is_looked_up_and_equals_a_fresh_one(rvv):
     assert (first.cached, again.cached) == (False, True)
     assert (session.runs.emulated - before[0], session.runs.looked_up - before[1]) == (1, 1)
     fresh = RecordedRuns(session.store, session.settings.timeout_s, fresh=True)
-    rerun = fresh.run(COUNTED, session.artifact(model, TARGET), runner, session.reference(model).inputs,
-                      len(session.reference(model).outputs), build_plugin(session.store))
+    rerun = fresh.run(COUNTED, session.artifact(model, TARGET), runner, session.oracle(model).inputs,
+                      len(session.oracle(model).outputs), build_plugin(session.store))
     assert fresh.emulated == 1 and not rerun.cached
     assert all(np.array_equal(a, b) for a, b in zip(again.outputs, rerun.outputs, strict=True))
     assert dispatches(session, model, again) == dispatches(session, model, rerun)  # the same work in every dispatch
@@ -71,7 +71,7 @@ def test_each_part_of_the_key_runs_it_again(rvv, tmp_path):
     session, model = rvv
     runner = session.runner(TARGET)
     artifact = session.artifact(model, TARGET)
-    inputs = session.reference(model).inputs
+    inputs = session.oracle(model).inputs
     plugin = build_plugin(session.store)
     key = run_key(COUNTED, artifact, runner, inputs, plugin)
     other_runtime = tmp_path / "iree-run-module"

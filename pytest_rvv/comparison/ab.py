@@ -16,7 +16,7 @@ from typing import Any
 from pytest_rvv.base.errors import CompileFailed, RuntimeNotProvided
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import HOST, Target
-from pytest_rvv.judge.applicable import References
+from pytest_rvv.judge.applicable import ApplicableBaselines
 from pytest_rvv.judge.gate import GateResult, check_gate, delta_text
 from pytest_rvv.judge.verdict import PerfVerdict, judge
 from pytest_rvv.measure.asmdiff import dispatch_listing, mnemonic_changes, unified
@@ -204,13 +204,13 @@ def _judge_metrics(reference: PerfResult, now: PerfResult, target: Target, limit
     """The metric rows of ``now`` against the reference toolchain's, by the upgrade review's rules."""
     parts = split(reference.metrics, target)
     label = "the reference toolchain"
-    refs = References(
+    applicable = ApplicableBaselines(
         portable={"metrics": parts[PORTABLE], "samples": {}, "toolchain": reference.toolchain,
                   "silicon": reference.silicon},
         portable_path=Path(label),
         machine={"metrics": parts[MACHINE_BOUND], "samples": reference.samples, "toolchain": reference.toolchain},
         machine_path=Path(label), other_machines=())
-    verdict = judge(refs, now, target, limits, machine, strict=strict, added_work=added_work)
+    verdict = judge(applicable, now, target, limits, machine, strict=strict, added_work=added_work)
     verdict.upgrade = None  # both versions head the comparison already
     return verdict
 

@@ -112,7 +112,7 @@ def write_repro(directory: Path, comparison: ToolchainComparison, under_test: Rv
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     shutil.copyfile(under_test.prepared(model), directory / "model.onnx")
-    expected = under_test.reference(model)
+    expected = under_test.oracle(model)
     for i, array in enumerate(expected.inputs):
         np.save(directory / f"input_{i}.npy", array, allow_pickle=False)
     for i, array in enumerate(expected.outputs):

@@ -26,7 +26,7 @@ def machine_baseline_path(root: Path, machine: str, target: str, model: str) -> 
 
 
 @dataclass(frozen=True)
-class References:
+class ApplicableBaselines:
     """The baselines that apply to one model x target on one machine (None: none recorded)."""
 
     portable: dict[str, Any] | None
@@ -48,13 +48,14 @@ class References:
                 f"record one here with {RECORD_HINT}")
 
 
-def references(root: Path, machine: Machine, target: str, model: str) -> References:
+def applicable_baselines(root: Path, machine: Machine, target: str, model: str) -> ApplicableBaselines:
     """Load both baselines (a damaged file is a ConfigError naming it)."""
     portable_path = baseline_path(root, target, model)
     machine_path = machine_baseline_path(root, machine.name, target, model)
     others = tuple(sorted(p.parent.parent.name for p in (root / MACHINES).glob(f"*/{target}/{model}.json")
                           if p.parent.parent.name != machine.name))
-    return References(load_baseline(portable_path), portable_path, load_baseline(machine_path), machine_path, others)
+    return ApplicableBaselines(load_baseline(portable_path), portable_path, load_baseline(machine_path), machine_path,
+                               others)
 
 
 def recorded_toolchain(baseline: dict[str, Any] | None) -> str | None:

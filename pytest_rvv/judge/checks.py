@@ -21,15 +21,15 @@ def check_compiles(session: RvvSession, model: Model, target: Target) -> Artifac
 
 def check_agreement(cell: Cell, workdir: Path) -> Agreement:
     """Run the cell's module and assert its outputs agree with onnxruntime's."""
-    runner, reference = cell.given()
+    runner, oracle = cell.given()
     model, target = cell.model, cell.target
     recorded = cell.recorded(PLAIN, workdir)  # emulated: once per content, shared with perf
     if recorded is not None:
         outputs, repro = recorded.outputs, recorded.repro
     else:
-        outcome = runner.run(cell.artifact, reference.inputs, workdir, len(reference.outputs), cell.timeout_s)
+        outcome = runner.run(cell.artifact, oracle.inputs, workdir, len(oracle.outputs), cell.timeout_s)
         outputs, repro = outcome.outputs, outcome.repro
-    agreement = compare(outputs, reference.outputs, model.tolerance, reference.steps)
+    agreement = compare(outputs, oracle.outputs, model.tolerance, oracle.steps)
     assert agreement.ok, (
         f"{model.name} on {target.name} disagrees with onnxruntime\n{agreement.report()}\nrepro: {repro}"
     )

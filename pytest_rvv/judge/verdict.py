@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import Target
-from pytest_rvv.judge.applicable import RECORD_HINT, References
+from pytest_rvv.judge.applicable import RECORD_HINT, ApplicableBaselines
 from pytest_rvv.judge.gate import delta_text
 from pytest_rvv.judge.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, TIME_METRICS, Row, compare, table
 from pytest_rvv.measure.matching import match_dispatches, pair_name
@@ -136,9 +136,9 @@ def _silicon_by_dispatch(rows: list[Row], baseline: Mapping[str, Any], result: P
     return lines
 
 
-def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[str, float],
+def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, limits: Mapping[str, float],
           machine: Machine, strict: bool = False, added_work: float = 5.0) -> PerfVerdict:
-    """Compare ``result`` with the baselines in ``refs`` that apply on ``machine``.
+    """Compare ``result`` with the baselines in ``applicable`` that apply on ``machine``.
 
     With the toolchain unchanged, exact metrics gate exactly; when the portable baseline was
     recorded with another compiler, the run is an upgrade review (see upgrade_review) unless
@@ -148,28 +148,28 @@ def judge(refs: References, result: PerfResult, target: Target, limits: Mapping[
     portable_now, bound_now = parts[PORTABLE], parts[MACHINE_BOUND]
     diagnostics = frozenset(m for m in portable_now if kind_of(m, target) == DIAGNOSTIC)
     verdict = PerfVerdict(result.model, result.target, has_portable=bool(portable_now),
-                          portable_path=str(refs.portable_path), machine_path=str(refs.machine_path))
-    if refs.portable is not None and portable_now:
-        verdict.portable = compare(refs.portable, portable_now, {}, limits, diagnostics)
-        if upgrade := _toolchain_change(refs.portable, result):
+                          portable_path=str(applicable.portable_path), machine_path=str(applicable.machine_path))
+    if applicable.portable is not None and portable_now:
+        verdict.portable = compare(applicable.portable, portable_now, {}, limits, diagnostics)
+        if upgrade := _toolchain_change(applicable.portable, result):
             verdict.upgrade = upgrade
             if not strict:
                 verdict.portable = upgrade_review(verdict.portable, added_work)
-        verdict.notes += _silicon_by_dispatch(verdict.portable, refs.portable, result)
-        unmeasured = sorted(m for m in refs.portable.get("metrics", {})
+        verdict.notes += _silicon_by_dispatch(verdict.portable, applicable.portable, result)
+        unmeasured = sorted(m for m in applicable.portable.get("metrics", {})
                             if m not in portable_now and kind_of(m, target) != DIAGNOSTIC)
         if unmeasured:  # never a silent hole in the gate: say which recorded metrics this run did not measure
             verdict.notes.append(f"not measured in this run, so not gated: {', '.join(unmeasured)} "
                                  f"({result.model} on {result.target}" + (f"; {'; '.join(result.notes)})"
                                                                           if result.notes else ")"))
     elif portable_now:
-        verdict.notes.append(f"baseline needed: {refs.portable_path} (record it with --update-baselines)")
-    if refs.machine is not None:
+        verdict.notes.append(f"baseline needed: {applicable.portable_path} (record it with --update-baselines)")
+    if applicable.machine is not None:
         verdict.machine_bound = _same_work_is_not_slower(
-            compare(refs.machine, bound_now, result.samples, limits), verdict.portable)
-        if not strict and (upgrade := _toolchain_change(refs.machine, result)):
+            compare(applicable.machine, bound_now, result.samples, limits), verdict.portable)
+        if not strict and (upgrade := _toolchain_change(applicable.machine, result)):
             verdict.upgrade = verdict.upgrade or upgrade  # e.g. the host target's sizes: churn, like the portable
             verdict.machine_bound = upgrade_review(verdict.machine_bound, added_work)
-    if note := refs.machine_note(machine):
+    if note := applicable.machine_note(machine):
         verdict.notes.append(note)
     return verdict

@@ -39,13 +39,13 @@ def measure_executed(cell: Cell, workdir: Path, elements: bool = False) -> Execu
 
     The counted run's outputs must agree with onnxruntime: counts of a wrong result are refused.
     """
-    runner, reference = cell.given()
+    runner, oracle = cell.given()
     model, artifact = cell.model, cell.artifact
     if runner.qemu is None:
         raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
     recorded = cell.recorded(ELEMENTS if elements else COUNTED, workdir)  # once per content
     assert recorded is not None and recorded.counts is not None
-    agreement = compare(recorded.outputs, reference.outputs, model.tolerance, reference.steps)
+    agreement = compare(recorded.outputs, oracle.outputs, model.tolerance, oracle.steps)
     assert agreement.ok, (  # counts of a wrong result are not recorded
         f"{model.name} on {runner.target.name} disagrees with onnxruntime in the counted run\n{agreement.report()}"
     )

@@ -78,7 +78,7 @@ class TimedRuns:
 
     def __init__(self, cell: Cell, work: Path) -> None:
         self.cell, self.work = cell, work
-        self.runner, self.reference = cell.given()
+        self.runner, self.oracle = cell.given()
         self.probe = rss_probe(cell.store)
         self.walls: list[float] = []
         self.cpus: list[float] = []
@@ -87,10 +87,10 @@ class TimedRuns:
         self.measured: dict[str, list[float]] = {}
 
     def once(self) -> None:
-        reference = self.reference
+        oracle = self.oracle
         rss_file = self.work / f"rss_{len(self.walls)}.txt"
         with self.cell.stages.time("emulate (timed)"):
-            outcome = self.runner.run(self.cell.artifact, reference.inputs, self.work / "run", len(reference.outputs),
+            outcome = self.runner.run(self.cell.artifact, oracle.inputs, self.work / "run", len(oracle.outputs),
                                       self.cell.timeout_s, launcher=(str(self.probe), str(rss_file)),
                                       runtime_args=("--print_statistics",))
         self.take(outcome.outputs, outcome.process.wall_s, outcome.process.cpu_s,
@@ -100,8 +100,8 @@ class TimedRuns:
     def take(self, outputs: list, wall_s: float, cpu_s: float, rss_kb: int | None, output: str, repro: str,
              measured: dict[str, float] | None = None) -> None:
         """Count one run (fresh, or the recorded plain run) once its outputs agree with onnxruntime."""
-        reference, model = self.reference, self.cell.model
-        agreement = compare(outputs, reference.outputs, model.tolerance, reference.steps)
+        oracle, model = self.oracle, self.cell.model
+        agreement = compare(outputs, oracle.outputs, model.tolerance, oracle.steps)
         assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
             f"{model.name} on {self.runner.target.name} disagrees with onnxruntime "
             f"({self.cell.toolchain.compiler_version})\n{agreement.report()}\nrepro: {repro}"

@@ -1,4 +1,4 @@
-"""Reference outputs from onnxruntime (CPU) on the same prepared model and inputs."""
+"""The oracle's outputs: onnxruntime (CPU) on the same prepared model and inputs."""
 
 from __future__ import annotations
 
