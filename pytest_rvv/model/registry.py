@@ -124,7 +124,7 @@ def _generated(size: str) -> list[Model]:
 
 
 # int8: against onnxruntime's own result on the same QDQ model, in quantization steps of the output (see
-# model/quantize.py; onnxruntime at its basic level, compare/reference.py). Measured with IREE 3.13.0: 0 steps
+# model/quantize.py; onnxruntime at its basic level, run/onnxruntime.py). Measured with IREE 3.13.0: 0 steps
 # for squeezenet1.1-int8 and llama-prefill-int8 on all 8 built-in targets; one step is allowed for rounding ties
 # of the CNN, two for the transformer (whose 1-step logit differences were measured against onnxruntime's
 # fused kernels on another machine).
@@ -132,7 +132,7 @@ def _generated(size: str) -> list[Model]:
 # accumulate differently: squeezenet1.1-f16 measured max abs 5.9e-3 (rel 5.7e-2 on a small logit) on host,
 # rv64gc and rva23u64, against outputs up to ~5.
 # bf16: against the graph's float32 emulation with every bfloat16 value rounded (onnxruntime has no bfloat16
-# MatMul; compare/reference.py). bfloat16 carries 8 significant bits (eps 7.8e-3) and IREE fuses operators,
+# MatMul; run/onnxruntime.py). bfloat16 carries 8 significant bits (eps 7.8e-3) and IREE fuses operators,
 # rounding fewer intermediates than the emulation: llama-decode-bf16 measured one bf16 ulp of each output (logits
 # 0.0156 of up to 4.6, KV cache 0.00195) on host, rv64gc, rv64gcv-zvl256b, -mmt4d and rva23u64; the tolerance
 # (0.02 + 1 % of the value) allows that ulp and fails at about three.

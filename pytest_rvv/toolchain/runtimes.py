@@ -94,7 +94,7 @@ def riscv64_runtime(toolchain: Toolchain, probe: Probe, executable: Path | None 
 
     RuntimeNotProvided (a skip naming the fix) when there is none and no source; NoRuntimeLoads
     (one line) when runtimes exist and none loads the toolchain's modules. The user's paths were checked
-    when the settings were read (settings.py).
+    when the settings were read (config/settings.py).
     """
     # no source named: a partial clone of IREE in the tools cache, when the git host can be reached
     choice = choose_riscv64(toolchain, tools_dir or default_tools_dir(), probe, executable,
