@@ -37,7 +37,9 @@ from pytest_rvv.run.runner import Runner
 PLAIN, COUNTED, ELEMENTS, OUTPUTS = "plain", "counted", "elements", "outputs"
 KINDS = (PLAIN, COUNTED, ELEMENTS, OUTPUTS)
 NAMESPACE = "runs"
-RECIPE = "recorded-run-v2"  # v2: keeps stderr too (--print_statistics writes there)
+# v2: keeps stderr too (--print_statistics writes there); v3: the runtime runs from a fixed-length directory
+# (run/runner.py RUNTIME_DIR_LENGTH: runs made from a user's own cache path may differ)
+RECIPE = "recorded-run-v3"
 STATISTICS_ARGS = ("--print_statistics",)
 
 
