@@ -1,12 +1,14 @@
 """Executed-instruction counts from the rvv_counter QEMU plugin, against numbers derived by hand."""
 
+import dataclasses
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.errors import RuntimeNotProvided, ToolMissing
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.settings import Settings
@@ -155,3 +157,27 @@ def test_lane_occupancy_per_dispatch_of_a_real_model(tmp_path, target_name):
     total = lanes["total"]
     assert total["elements"] == sum(d["elements"] for d in lanes["dispatches"].values())
     assert total["executions"] == sum(d["executions"] for d in lanes["dispatches"].values())
+
+
+def test_counts_do_not_follow_where_the_runtime_lies(tmp_path):
+    """A static runtime keeps its own directory (from /proc/self/exe) on the heap: from /home/<user>/.cache instead of
+    /root/.cache, squeezenet1.1's dispatch_3 on rv64gc once executed 17 more instructions. Run from a copy of the
+    runtime in a 6-character directory (the real path would shift the heap by 112 bytes), the counts are the same."""
+    settings = Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE), "models": ["squeezenet1.1"]},
+                                tmp_path)
+    settings = dataclasses.replace(settings, fresh_runs=True)  # emulate both, trust no recorded run
+    model, target = settings.known_models["squeezenet1.1"], BUILTIN_TARGETS["rv64gc"]
+    default = RvvSession(settings)
+    try:
+        runner = default.runner(target)
+        there = measure_executed(default.cell(model, target, runner), tmp_path / "there")
+    except (ToolMissing, RuntimeNotProvided) as exc:
+        pytest.skip(str(exc))
+    short = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # /tmp/rXXXXXXXX: far shorter than the cache's path
+    shutil.copy(runner.runtime.executable, short / "iree-run-module")
+    moved = RvvSession(dataclasses.replace(settings, runtime_riscv64=short / "iree-run-module"))
+    try:
+        here = measure_executed(moved.cell(model, target, moved.runner(target)), tmp_path / "here")
+    finally:
+        shutil.rmtree(short)
+    assert here.snapshot("s", "t") == there.snapshot("s", "t")
