@@ -19,18 +19,12 @@ from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.repro import write_repro
 from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.conformance.batch import NodeBatches
-from pytest_rvv.conformance.check import (
-    NodeTestFailure,
-    compiled_alone,
-    lists_path,
-    load_lists,
-    run_node_test,
-    tolerance_for,
-)
+from pytest_rvv.conformance.check import NodeTestFailure, run_node_test, tolerance_for
 from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.conformance.report import NEW_PASS
 from pytest_rvv.judge.applicable import applicable_baselines
 from pytest_rvv.judge.baselines import PERF_BASELINES
+from pytest_rvv.judge.expectations import load_node_lists, node_compiled_alone, node_lists_path
 from pytest_rvv.judge.gate import GateResult
 from pytest_rvv.judge.policy import tolerances
 from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
@@ -201,10 +195,10 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
     """Run one ONNX node test on ``rvv_target`` against its strict, per-phase expected failures."""
 
     def check() -> None:
-        path = lists_path(rvv_session.settings.root, rvv_target.name)
+        path = node_lists_path(rvv_session.settings.root, rvv_target.name)
         strict = request.config.getoption("rvv_strict_baselines")
         try:
-            lists = load_lists(path)
+            lists = load_node_lists(path)
             expected = lists.get(rvv_node_test.name)
             tolerance = tolerance_for(rvv_session.settings.root, rvv_node_test.name)
         except ConfigError as exc:
@@ -216,7 +210,7 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
         failure: NodeTestFailure | None = None
         try:
             ran = run_node_test(rvv_session, rvv_node_test, rvv_target, runner, tmp_path, tolerance,
-                                rvv_node_batches, compiled_alone(lists))
+                                rvv_node_batches, node_compiled_alone(lists))
         except ValueError as exc:
             reason = f"{rvv_node_test.name}: {exc}; iree-run-module takes tensors only"
             ran = None

@@ -1,27 +1,16 @@
-"""Running one node test on one target, with per-target expected failures kept apart by phase.
+"""Running one node test on one target, failing in one phase: import, compile, run or mismatch.
 
-Lists live in ``baselines/conformance/<target>.toml``::
-
-    [import]
-    test_foo = "the importer's error"
-    [compile]
-    [run]
-    [mismatch]
-
-Strict: a listed test that passes fails until its entry is removed, and a listed test that fails
-in another phase fails. ``--update-baselines`` rewrites the lists from the run.
+Which node tests are expected to fail where, by phase, is kept with every other expected failure
+(judge/expectations.py: ``baselines/conformance/<target>.toml``).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.base.errors import CompileFailed, ConfigError, ImportFailed, RunFailed
-from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.base.toml_files import read_toml
 from pytest_rvv.config.targets import Target
 from pytest_rvv.conformance.batch import NodeBatches
@@ -32,7 +21,6 @@ from pytest_rvv.run.recorded import OUTPUTS
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 
-PHASES = ("import", "compile", "run", "mismatch")
 _CACHE_PATH = re.compile(r"\S*/((?:model|probe)\.mlir:)")
 DEFAULT_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3)
 
@@ -87,12 +75,6 @@ def run_node_test(session: RvvSession, test: NodeTest, target: Target, runner: R
     return True
 
 
-@dataclass(frozen=True)
-class Expected:
-    phase: str
-    reason: str
-
-
 def tolerance_for(root: Path, test: str) -> Tolerance:
     """``baselines/conformance/tolerances.toml``: ``test_name = { atol = ..., rtol = ... }`` overrides."""
     path = root / "baselines" / "conformance" / "tolerances.toml"
@@ -103,29 +85,3 @@ def tolerance_for(root: Path, test: str) -> Tolerance:
         raise ConfigError(f"{path}: {test} must be {{ atol = ..., rtol = ... }}")
     return Tolerance(atol=float(entry.get("atol", DEFAULT_TOLERANCE.atol)),
                      rtol=float(entry.get("rtol", DEFAULT_TOLERANCE.rtol)))
-
-
-def lists_path(root: Path, target: str) -> Path:
-    return root / "baselines" / "conformance" / f"{target}.toml"
-
-
-def compiled_alone(lists: dict[str, Expected]) -> set[str]:
-    """The tests listed as expected import or compile failures: they never go into a batch."""
-    return {name for name, entry in lists.items() if entry.phase in ("import", "compile")}
-
-
-def load_lists(path: Path) -> dict[str, Expected]:
-    data = read_toml(path, "fix it or rerun with --update-baselines")
-    unknown = set(data) - set(PHASES)
-    if unknown:
-        raise ConfigError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; use {', '.join(PHASES)}")
-    return {name: Expected(phase, str(reason)) for phase in PHASES for name, reason in data.get(phase, {}).items()}
-
-
-def write_lists(path: Path, entries: dict[str, Expected]) -> None:
-    lines = [f"# Expected ONNX node-test failures on {path.stem}, by phase (strict; rewritten by "
-             "--update-baselines)."]
-    for phase in PHASES:
-        lines.append(f"\n[{phase}]")
-        lines += [f"{name} = {json.dumps(e.reason)}" for name, e in sorted(entries.items()) if e.phase == phase]
-    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())

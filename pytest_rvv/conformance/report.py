@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from pytest_rvv.base.record import Record
-from pytest_rvv.conformance.check import PHASES, Expected, lists_path, load_lists, write_lists
+from pytest_rvv.judge.expectations import (
+    NODE_PHASES,
+    ExpectedNodeFailure,
+    load_node_lists,
+    node_lists_path,
+    write_node_lists,
+)
 
 NEW_PASS = "new pass"  # message of a passing test that its list expects to fail
 
@@ -43,16 +49,16 @@ class ConformanceTracker:
         if hasattr(self.config, "workerinput") or not self.config.getoption("update_baselines"):
             return
         for target, outcomes in sorted(self.outcomes.items()):
-            path = lists_path(self.root, target)
-            entries = load_lists(path)
+            path = node_lists_path(self.root, target)
+            entries = load_node_lists(path)
             before = dict(entries)
             for test, (phase, message, ran) in outcomes.items():
                 if phase is not None:
-                    entries[test] = Expected(phase, message)
+                    entries[test] = ExpectedNodeFailure(phase, message)
                 elif test in entries and (ran or entries[test].phase in ("import", "compile")):
                     del entries[test]
             if entries != before:
-                write_lists(path, entries)
+                write_node_lists(path, entries)
                 added, removed = len(set(entries) - set(before)), len(set(before) - set(entries))
                 self.changes.append(f"{path}: {len(entries)} expected failures ({added} added, {removed} removed)")
 
@@ -60,8 +66,8 @@ class ConformanceTracker:
         if not self.verdicts:
             return
         terminalreporter.section("rvv ONNX conformance", sep="-")
-        order = ["passed", "compiled only", *(f"expected {p} failure" for p in PHASES),
-                 *(f"new {p} failure" for p in PHASES), "new pass (listed)"]
+        order = ["passed", "compiled only", *(f"expected {p} failure" for p in NODE_PHASES),
+                 *(f"new {p} failure" for p in NODE_PHASES), "new pass (listed)"]
         for target, counts in sorted(self.verdicts.items()):
             total = sum(counts.values())
             parts = ", ".join(f"{counts[v]} {v}" for v in order if counts[v])

@@ -1,4 +1,9 @@
-"""Expected failures per target and model, read from a TOML file and applied as strict xfails.
+"""Expected failures, in one place: per model x target for the suites, per ONNX node test x target for conformance.
+
+Both are strict (an unexpected pass fails until its entry is removed, and only the named kind of failure is
+accepted) and rewritten from a run by ``--update-baselines``.
+
+Models: expected failures per target and model, read from a TOML file and applied as strict xfails.
 
 File format (``baselines/expected-failures.toml`` by default)::
 
@@ -161,3 +166,46 @@ class ExpectedFailureUpdater:
             terminalreporter.section("rvv expected failures", sep="-")
             for line in self.changes:
                 terminalreporter.write_line(line)
+
+
+# ONNX node tests: baselines/conformance/<target>.toml lists the tests expected to fail there, by phase:
+#     [import]
+#     test_foo = "the importer's error"
+#     [compile] / [run] / [mismatch]
+NODE_PHASES = ("import", "compile", "run", "mismatch")
+
+
+@dataclass(frozen=True)
+class ExpectedNodeFailure:
+    """An ONNX node test expected to fail on one target, in ``phase`` (one of NODE_PHASES)."""
+
+    phase: str
+    reason: str
+
+
+def node_lists_path(root: Path, target: str) -> Path:
+    """``baselines/conformance/<target>.toml``: the node tests expected to fail on ``target``, by phase."""
+    return root / "baselines" / "conformance" / f"{target}.toml"
+
+
+def node_compiled_alone(lists: dict[str, ExpectedNodeFailure]) -> set[str]:
+    """The tests listed as expected import or compile failures: they never go into a batch."""
+    return {name for name, entry in lists.items() if entry.phase in ("import", "compile")}
+
+
+def load_node_lists(path: Path) -> dict[str, ExpectedNodeFailure]:
+    data = read_toml(path, "fix it or rerun with --update-baselines")
+    unknown = set(data) - set(NODE_PHASES)
+    if unknown:
+        raise ConfigError(f"{path}: unknown table(s) {', '.join(sorted(unknown))}; use {', '.join(NODE_PHASES)}")
+    return {name: ExpectedNodeFailure(phase, str(reason))
+            for phase in NODE_PHASES for name, reason in data.get(phase, {}).items()}
+
+
+def write_node_lists(path: Path, entries: dict[str, ExpectedNodeFailure]) -> None:
+    lines = [f"# Expected ONNX node-test failures on {path.stem}, by phase (strict; rewritten by "
+             "--update-baselines)."]
+    for phase in NODE_PHASES:
+        lines.append(f"\n[{phase}]")
+        lines += [f"{name} = {json.dumps(e.reason)}" for name, e in sorted(entries.items()) if e.phase == phase]
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
