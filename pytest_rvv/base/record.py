@@ -43,12 +43,11 @@ class Record:
     def of(cls, report: Any) -> Record:
         """The record a report carries (an empty one when it carries none)."""
         record = cls()
-        lists = {f.name for f in fields(cls) if f.name in ("notes", "improvements")}
         for name, value in getattr(report, "user_properties", ()):
             if name != RECORD:
                 continue
             for key, item in value.items():
-                if key in lists:
+                if key in _LISTS:
                     getattr(record, key).extend(item)
                 else:
                     setattr(record, key, item)
@@ -56,6 +55,7 @@ class Record:
 
 
 _FIELDS = {f.name for f in fields(Record)}
+_LISTS = {f.name for f in fields(Record) if f.default_factory is list}  # fields that add up over leave() calls
 
 
 def leave(sink: Callable[[str, Any], None] | Any, **values: Any) -> None:

@@ -64,10 +64,16 @@ def storage_fault(exc: BaseException, directory: Path, fix: str = CACHE_FIX) -> 
     elif isinstance(exc, NotImplementedError) and "lock" in str(exc).lower():  # filelock on a lockless filesystem
         what = "no file locks on this filesystem"
     else:
-        text = " ".join(str(part) for part in (exc, getattr(exc, "log", ""), getattr(exc, "details", "")))
-        what = next((w[0].lower() + w[1:] for w in _FAULT_WORDS if w in text), None)
-    if what is None:
-        return None
+        what = _said(" ".join(str(part) for part in (exc, getattr(exc, "log", ""), getattr(exc, "details", ""))))
+    return None if what is None else _fault(directory, what, fix)
+
+
+def _said(text: str) -> str | None:
+    """The storage fault a tool's output names (``_FAULT_WORDS``), in ``_FAULTS``' words; None when it names none."""
+    return next((w[0].lower() + w[1:] for w in _FAULT_WORDS if w in text), None)
+
+
+def _fault(directory: Path, what: str, fix: str) -> StorageFault:
     advice = "free space there or " if what in (_FAULTS[errno.ENOSPC], _FAULTS[errno.EDQUOT]) else ""
     return StorageFault(f"{directory}: {what}; {advice}{fix}")
 
@@ -216,11 +222,8 @@ class Store:
             tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key[:12]}.", suffix=".build"))
             try:
                 meta = build(tmp)
-                said = json.dumps(meta, default=str)
-                if fault := next((w for w in _FAULT_WORDS if w in said), None):  # a tool failed for lack of space
-                    raise StorageFault(f"{self.root}: {fault.lower()}; "
-                                       f"{'free space there or ' if 'space' in fault or 'quota' in fault else ''}"
-                                       f"{self.fix}")
+                if what := _said(json.dumps(meta, default=str)):  # a tool failed for lack of space: not a result
+                    raise _fault(self.root, what, self.fix)
                 files = {
                     p.relative_to(tmp).as_posix(): {"size": p.stat().st_size, "sha256": file_sha256(p)}
                     for p in sorted(tmp.rglob("*"))

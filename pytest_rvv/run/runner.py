@@ -130,6 +130,9 @@ class Runner:
             np.save(path, array)
         for path in out_paths:
             path.unlink(missing_ok=True)
+        # the guest's module, function and files, named relative to ``workdir``
+        guest = (Path(GUEST_MODULE), artifact.function, [Path(p.name) for p in in_paths],
+                 [Path(p.name) for p in out_paths])
         if self.qemu is None:
             argv = self.command(artifact.path, artifact.function, in_paths, out_paths, extra=runtime_args,
                                 launcher=launcher)
@@ -138,9 +141,7 @@ class Runner:
         else:
             _link(workdir / GUEST_MODULE, artifact.path)
             _link(workdir / GUEST_PROGRAM, staged_runtime(self.runtime.executable))
-            argv = self.command(Path(GUEST_MODULE), artifact.function, [Path(p.name) for p in in_paths],
-                                [Path(p.name) for p in out_paths], extra=runtime_args, qemu_args=qemu_args,
-                                launcher=launcher)
+            argv = self.command(*guest, extra=runtime_args, qemu_args=qemu_args, launcher=launcher)
             result = run_process(argv, timeout_s=timeout_s, env={}, cwd=workdir)
             # the repro reruns the module; a launcher (the RSS probe) only measures, and is left out
             repro = f"cd {shlex.quote(str(workdir))} && env -i {shlex.join(argv[len(launcher):])}"
@@ -149,9 +150,8 @@ class Runner:
             hint, details = _hint(result), _details(result, repro)
             if self.qemu is not None and result.signal_name == "SIGILL" and not result.timed_out:
                 # once more with QEMU's logging, to name the instruction and the extension the CPU lacks
-                rerun = self.command(Path(GUEST_MODULE), artifact.function, [Path(p.name) for p in in_paths],
-                                     [Path(p.name) for p in out_paths], extra=runtime_args)
-                found = rerun_for_sigill(rerun, workdir / "sigill.log", workdir, timeout_s)
+                found = rerun_for_sigill(self.command(*guest, extra=runtime_args), workdir / "sigill.log", workdir,
+                                         timeout_s)
                 if found is not None:
                     illegal = explain(*found, self.target, self.target.emulator_cpu)
                     hint = f": {reason}" if (reason := illegal.hint(self.target.emulator_cpu)) else hint
