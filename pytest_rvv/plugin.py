@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_rvv import fixtures
-from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
+from pytest_rvv.base.errors import ConfigError, PathUnavailable, RuntimeNotProvided, RvvError, ToolMissing
 from pytest_rvv.base.record import leave
 from pytest_rvv.base.stages import StageProfile
 from pytest_rvv.base.store import check_writable
@@ -225,6 +225,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     except ToolMissing as exc:
         return [*lines, f"rvv: {exc}"]
     lines.append(f"rvv: {toolchain.compiler_version} ({toolchain.origin}); cache {settings.cache_dir}")
+    for session_of in (session, *([config.stash[REFERENCE_KEY]] if REFERENCE_KEY in config.stash else [])):
+        lines += [f"rvv: {exc}" for exc in _unavailable_paths(session_of, settings.targets)]
     recorded = recorded_toolchains(settings.root / PERF_BASELINES) - {toolchain.compiler_version}
     if recorded:
         lines.append(f"rvv: upgrade review: baselines recorded with {'; '.join(sorted(recorded))}; now "
@@ -250,6 +252,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     state = "gated against them" if own.is_dir() else "none yet: machine-bound metrics are shown, not gated"
     lines.append(f"rvv: machine {machine.describe()}; its baselines {own} ({state})")
     return lines
+
+
+def _unavailable_paths(session: RvvSession, targets: tuple[Target, ...]) -> list[PathUnavailable]:
+    """One error per selected target whose matmul path this session's compiler lacks (its cells could not run)."""
+    found = []
+    for target in targets:
+        try:
+            session.check_path(target)
+        except PathUnavailable as exc:
+            found.append(exc)
+        except RvvError:
+            break  # no compiler at all: said on its own line
+    return found
 
 
 def _riscv64_runtime_line(session: RvvSession) -> str:
@@ -328,7 +343,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     change = item.config.stash[SESSION_KEY].stages.delta() if report.when == "teardown" else None
     if change:  # this process's time per stage since the previous test (summed on the controller)
         leave(report, stages=change, stages_cell=shards.cell_of(item))
-    if report.failed and excinfo is not None and isinstance(excinfo.value, NoRuntimeLoads):
+    if report.failed and excinfo is not None and isinstance(excinfo.value, NoRuntimeLoads | PathUnavailable):
         leave(report, could_not_run=str(excinfo.value))
     if report.failed and excinfo is not None and isinstance(excinfo.value, RvvError):
         details = getattr(excinfo.value, "details", "") or getattr(excinfo.value, "log", "")

@@ -7,6 +7,7 @@ agreement test; across processes (xdist workers, later sessions) the on-disk sto
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -17,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.base.errors import ConfigError, RunFailed, RuntimeMismatch, RvvError
+from pytest_rvv.base.errors import ConfigError, PathUnavailable, RunFailed, RuntimeMismatch, RvvError
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest, file_sha256
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
 from pytest_rvv.config.boards import Board
 from pytest_rvv.config.machine import Machine, this_machine
+from pytest_rvv.config.paths import PATHS, without_path
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS, HOST, RISCV64, Target
 from pytest_rvv.model.model import Model
@@ -152,7 +154,15 @@ class RvvSession:
 
     @functools.cache  # noqa: B019
     def artifact(self, model: Model, target: Target) -> Artifact:
+        self.check_path(target)
         return self.compiler.compile(model.name, self.imported(model), target)
+
+    def check_path(self, target: Target) -> None:
+        """Refuse, in one line, a target whose matmul path (config/paths.py) this toolchain's compiler lacks."""
+        lacking = self.toolchain.lacks(PATHS[target.path].flags)
+        if lacking:
+            raise PathUnavailable(f"{target.name}: the {target.path} path needs {' '.join(lacking)}, which "
+                                  f"iree-compile {self.toolchain.release} does not have: it could not run")
 
     @functools.cache  # noqa: B019
     def oracle(self, model: Model) -> Oracle:
@@ -305,7 +315,9 @@ class RvvSession:
 
         source = self.store.get_or_build("probe", key, write_probe)
         imported = ImportedModel(source.file("probe.mlir"), "probe", key)
-        artifact = self.compiler.compile("probe", imported, runner.target)
+        # the probe has no matmul: compiled off the target's path, it runs even where the compiler lacks the path
+        plain = dataclasses.replace(runner.target, extra_flags=without_path(runner.target.extra_flags))
+        artifact = self.compiler.compile("probe", imported, plain)
         a = np.arange(4, dtype=np.float32)
         b = np.full(4, 0.5, dtype=np.float32)
         with tempfile.TemporaryDirectory(prefix="pytest-rvv-probe-") as tmp:

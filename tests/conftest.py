@@ -102,8 +102,20 @@ MODEL_TABLES = {
     "slow": 'path = "slow.onnx"\ninputs = [{ name = "x", shape = [256, 512] }]\ntolerance = { atol = 1e-3 }\n',
     "strings": 'path = "strings.onnx"\ninputs = [{ name = "x", shape = [4], dtype = "str" }]\n',
     "convs": 'path = "convs.onnx"\ninputs = [{ name = "x", shape = [1, 32, 4, 4] }]\n',
+    "gemm": 'path = "gemm.onnx"\ninputs = [{ name = "a", shape = [16, 32] }, { name = "b", shape = [32, 8] }]\n',
 }
-BUILDERS = {"mlp": mlp_model, "slow": slow_model, "strings": unsupported_model, "convs": convs_model}
+
+
+def gemm_model(path: Path) -> Path:
+    """a[16,32] x b[32,8]: a matmul alone, both operands inputs (what every matmul path compiles in IREE 3.13.0)."""
+    return save_model(path, [helper.make_node("MatMul", ["a", "b"], ["y"])],
+                      [helper.make_tensor_value_info("a", TensorProto.FLOAT, [16, 32]),
+                       helper.make_tensor_value_info("b", TensorProto.FLOAT, [32, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 8])])
+
+
+BUILDERS = {"gemm": gemm_model, "mlp": mlp_model, "slow": slow_model, "strings": unsupported_model,
+            "convs": convs_model}
 
 
 class RvvProject:

@@ -3,12 +3,36 @@
 import pytest
 
 from pytest_rvv.base.errors import ConfigError
-from pytest_rvv.config.targets import BUILTIN_TARGETS, Target, microkernel_pairs, target_from_table
+from pytest_rvv.config.targets import BUILTIN_TARGETS, Target, microkernel_pairs, path_twins, target_from_table
 
 
-def test_builtin_targets_are_the_documented_set():
-    assert list(BUILTIN_TARGETS) == ["rv64gc", "rv64gcv-zvl128b", "rv64gcv-zvl256b", "rv64gcv-zvl512b",
-                                     "rv64gcv-zvl256b-mmt4d", "rva23u64", "aarch64", "host"]
+def test_builtin_targets_run_by_default_are_the_documented_set():
+    assert [n for n, t in BUILTIN_TARGETS.items() if t.selected] == [
+        "rv64gc", "rv64gcv-zvl128b", "rv64gcv-zvl256b", "rv64gcv-zvl512b", "rv64gcv-zvl256b-mmt4d", "rva23u64",
+        "aarch64", "host"]
+
+
+def test_the_vlen_256_families_have_a_twin_on_every_matmul_path_named_by_suffix():
+    twins = path_twins(BUILTIN_TARGETS)
+    for base in ("rv64gcv-zvl256b", "rv64gcv-zvl256b-zvfh", "rv64gcv-zvl256b-zvfhmin", "rv64gcv-zvl256b-zvfbfwma"):
+        assert twins[base] == {"default": base, "data-tiled": f"{base}-dt", "mmt4d": f"{base}-mmt4d",
+                               "inner-tiled": f"{base}-inner"}
+        for path, name in twins[base].items():
+            assert BUILTIN_TARGETS[name].path == path
+            assert BUILTIN_TARGETS[name].emulator_cpu == BUILTIN_TARGETS[base].emulator_cpu
+    inner = BUILTIN_TARGETS["rv64gcv-zvl256b-inner"].compiler_flags()
+    assert inner[-3:] == ["--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=none",
+                          "--iree-llvmcpu-enable-inner-tiled"]
+
+
+def test_a_target_table_chooses_a_path_by_name_and_an_unknown_path_is_one_line():
+    target = target_from_table("mine", {"extends": "rv64gcv-zvl512b", "path": "inner-tiled"}, BUILTIN_TARGETS)
+    assert target.path == "inner-tiled" and target.emulator_cpu == BUILTIN_TARGETS["rv64gcv-zvl512b"].emulator_cpu
+    moved = target_from_table("back", {"extends": "rv64gcv-zvl256b-mmt4d", "path": "default"}, BUILTIN_TARGETS)
+    assert moved.compiler_flags() == BUILTIN_TARGETS["rv64gcv-zvl256b"].compiler_flags()
+    with pytest.raises(ConfigError, match=r"^\[tool.pytest_rvv.targets.bad\]: unknown matmul path 'ukernel'; "
+                                          r"known: default, data-tiled, mmt4d, inner-tiled$"):
+        target_from_table("bad", {"extends": "rv64gcv-zvl256b", "path": "ukernel"}, BUILTIN_TARGETS)
 
 
 def test_microkernel_target_is_the_default_path_plus_data_tiling_and_mmt4d_ukernels():

@@ -189,3 +189,23 @@ def test_across_a_hal_version_change_each_side_runs_riscv64_code_in_its_own_runt
                                  " (the compiler's own commit)*"])
     for target in ("rv64gc", VECTOR):  # executed counts on both sides: both ran
         result.stdout.fnmatch_lines([f"*convs on {target}: executed * -> * instructions*"])
+
+
+def test_a_path_the_reference_compiler_lacks_is_one_line_and_the_side_under_test_still_runs(comparison_project):
+    """IREE 3.11.0 has no --iree-llvmcpu-enable-inner-tiled (3.13.0 has): the reference cannot run the inner-tiled
+    twin, which the header says once; the cell under test compiles, runs and passes with the note. (A matmul alone:
+    3.13.0's inner-tiled path cannot compile the mlp, whose bias add it fails to legalize.)"""
+    comparison_project.write(models=("gemm",), suite=False)
+    (comparison_project.path / "performance").mkdir(exist_ok=True)
+    shutil.copy(SUITES / "performance" / "test_toolchains.py", comparison_project.path / "performance")
+    shutil.copytree(SUITES / "correctness", comparison_project.path / "correctness",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    result = comparison_project.run("performance", "correctness", "--rvv-models=gemm",
+                                    "--rvv-targets=rv64gcv-zvl256b-inner", "--rvv-compare=iree-base-compiler==3.11.0",
+                                    "--rvv-compare-report-only")
+    result.stdout.fnmatch_lines(["rvv: rv64gcv-zvl256b-inner: the inner-tiled path needs "
+                                 "--iree-llvmcpu-enable-inner-tiled, which iree-compile 3.11.0 does not have: "
+                                 "it could not run"])
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["PASSED *test_matches_onnxruntime*gemm-rv64gcv-zvl256b-inner*"])
+    result.stdout.fnmatch_lines(["PASSED *test_toolchain_under_test_adds_no_work*gemm-rv64gcv-zvl256b-inner*"])

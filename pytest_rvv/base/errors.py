@@ -48,6 +48,10 @@ class StorageFault(RvvError):
     atomic rename or file locks: one line naming the directory, what failed and the fix."""
 
 
+class PathUnavailable(RvvError):
+    """The compiler lacks a flag a target's matmul path needs (config/paths.py): its cells could not run."""
+
+
 class RuntimeMismatch(RvvError):
     """A runtime cannot load modules of the installed compiler (bytecode version mismatch)."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_rvv.base.errors import CompileFailed, RuntimeNotProvided
+from pytest_rvv.base.errors import CompileFailed, PathUnavailable, RuntimeNotProvided
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.judge.applicable import ApplicableBaselines
@@ -155,6 +155,9 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
         cell_b = reference.cell(model, target, runner_b)
     except CompileFailed as exc:
         comparison.notes.append(f"improvement: the reference toolchain could not compile it ({exc})")
+        return comparison
+    except PathUnavailable as exc:
+        comparison.notes.append(f"the reference could not run this cell ({exc}); the toolchain under test did")
         return comparison
     result_b = compile_side(cell_b)
     if runner_a is not None and runner_b is not None:

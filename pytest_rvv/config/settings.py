@@ -165,7 +165,8 @@ class Settings:
         """Build settings; ``lookup(option)`` gives the CLI or ini value with its base directory, or None."""
         given = _Given(lookup, table, root)
         known_targets = _known_targets(table)
-        targets = resolve_targets(_names(given.value("targets")) or list(known_targets), known_targets)
+        targets = resolve_targets(_names(given.value("targets"))
+                                  or [n for n, t in known_targets.items() if t.selected], known_targets)
         boards, board_names = _boards(given, table, known_targets)
         known_models, every_model_name, models = _models(given, table, root)
         runtime, runtime_aarch64, sysroot = _runtimes(given)

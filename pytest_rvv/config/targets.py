@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.config.cores import Core, core, default_cores
+from pytest_rvv.config.paths import DATA_TILING, DEFAULT, PATHS, UKERNELS_MMT4D, on_path, path_of, without_path
 
 RISCV64 = "riscv64"
 AARCH64 = "aarch64"
@@ -33,7 +34,7 @@ RVA23U64_FEATURES = (
     "+zihintpause", "+zimop", "+zcmop", "+zawrs", "+zicbom", "+zicbop", "+zicboz", "+zvbb", "+zvkt", "+zvfhmin",
     "+zvfh", "+zvfbfmin",
 )
-DATA_TILING_UKERNELS = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+DATA_TILING_UKERNELS = (DATA_TILING, UKERNELS_MMT4D)
 
 # What QEMU's riscv64 CPUs enable, measured with QEMU 10.0.2: `qemu-riscv64 -cpu CPU` running a static riscv64
 # program that prints /proc/cpuinfo, whose `isa` line is QEMU's riscv_isa_string (every enabled extension). Only
@@ -123,6 +124,7 @@ class Target:
     builtin: bool = field(default=False, compare=False)
     silicon: tuple[str, ...] | None = None  # llvm-mca cores to estimate on ("spacemit-x60@1.6"); None: defaults
     board: str | None = None  # a board of [tool.pytest_rvv.boards] this target runs on, instead of QEMU
+    selected: bool = field(default=True, compare=False)  # run when --rvv-targets names none (path twins: not)
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHITECTURES:
@@ -158,6 +160,11 @@ class Target:
                                   f"vlen={self.emulator_vlen}: its executed blocks would not be the core's; "
                                   f"estimate it from a target at vlen={c.vlen}")
         return cores
+
+    @property
+    def path(self) -> str:
+        """The matmul path its flags choose (config/paths.py): default, data-tiled, mmt4d or inner-tiled."""
+        return path_of(self.extra_flags)
 
     @property
     def has_vector(self) -> bool:
@@ -328,6 +335,34 @@ def _rvv(vlen: int) -> Target:
     )
 
 
+def path_twin(base: Target, path: str, name: str = "", **changes: Any) -> Target:
+    """``base`` on another matmul path (config/paths.py): the same features and emulator, the path's flags."""
+    where = f"target {name or base.name}"
+    fields: dict[str, Any] = {
+        "name": name or base.name + PATHS[path].suffix, "extra_flags": on_path(base.extra_flags, path, where),
+        "description": f"{base.description}; {PATHS[path].description} ({' '.join(PATHS[path].flags)})"}
+    return replace(base, **(fields | changes))
+
+
+def _family(name: str, extensions: tuple[str, ...], what: str) -> Target:
+    """A VLEN-256 vector target with the extensions a low-precision type needs (not run unless named)."""
+    return Target(name=name, arch=RISCV64, features=(*RV64GC_FEATURES, "+v", "+zvl256b", *extensions),
+                  description=f"RV64GCV, VLEN >= 256, {what}", builtin=True, selected=False)
+
+
+# The VLEN-256 family (SpacemiT X60's VLEN) on every matmul path, and with each low-precision extension set: what the
+# kernel suite (suites/kernels/) runs. None of them runs by default on models; name them with --rvv-targets.
+_TWINNED = (
+    _rvv(256),
+    _family("rv64gcv-zvl256b-zvfh", ("+zfh", "+zvfh"), "f16 arithmetic natively (Zfh, Zvfh)"),
+    _family("rv64gcv-zvl256b-zvfhmin", ("+zfhmin", "+zvfhmin"), "f16 stored, computed in f32 (Zfhmin, Zvfhmin)"),
+    _family("rv64gcv-zvl256b-zvfbfwma", ("+zfbfmin", "+zvfbfmin", "+zvfbfwma"),
+            "bf16 widening multiply-add (Zfbfmin, Zvfbfmin, Zvfbfwma)"),
+)
+_TWINS = tuple(path_twin(base, path, selected=base.name == "rv64gcv-zvl256b" and path == "mmt4d")
+               for base in _TWINNED for path in PATHS if path != DEFAULT)
+
+
 BUILTIN_TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
@@ -341,15 +376,8 @@ BUILTIN_TARGETS: dict[str, Target] = {
         _rvv(128),
         _rvv(256),
         _rvv(512),
-        Target(
-            name="rv64gcv-zvl256b-mmt4d",
-            arch=RISCV64,
-            features=(*RV64GC_FEATURES, "+v", "+zvl256b"),
-            extra_flags=DATA_TILING_UKERNELS,
-            description="RV64GCV, VLEN >= 256, data-tiled: matmuls as linalg.mmt4d on IREE's riscv_64 mmt4d "
-                        "microkernels (--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d)",
-            builtin=True,
-        ),
+        path_twin(_rvv(256), "mmt4d", description="RV64GCV, VLEN >= 256, data-tiled: matmuls as linalg.mmt4d on "
+                  "IREE's riscv_64 mmt4d microkernels (--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d)"),
         Target(
             name="rva23u64",
             arch=RISCV64,
@@ -373,12 +401,14 @@ BUILTIN_TARGETS: dict[str, Target] = {
             description="this machine, native iree-base-runtime",
             builtin=True,
         ),
+        *(t for t in _TWINNED if t.name != "rv64gcv-zvl256b"),
+        *(t for t in _TWINS if t.name != "rv64gcv-zvl256b-mmt4d"),
     )
 }
 
 _TARGET_KEYS = {
     "extends", "arch", "features", "extra-flags", "cpu", "emulator-cpu", "triple", "abi", "description", "silicon",
-    "board",
+    "board", "path",
 }
 
 
@@ -428,11 +458,18 @@ def target_from_table(name: str, table: Mapping[str, Any], known: Mapping[str, T
                       ("description", "description"), ("emulator-cpu", "emulator_cpu"), ("board", "board")):
         if key in table:
             fields[attr] = str(table[key])
+    path = table.get("path")
+    if path is not None and not isinstance(path, str):
+        raise ConfigError(f"[tool.pytest_rvv.targets.{name}]: path must be one of {', '.join(PATHS)}")
+
+    def flags(given: tuple[str, ...]) -> tuple[str, ...]:
+        return given if path is None else on_path(given, path, f"[tool.pytest_rvv.targets.{name}]")
+
     if base is None:
-        return Target(features=features or (), extra_flags=extra, **fields)
+        return Target(features=features or (), extra_flags=flags(extra), **fields)
     derived = {
         "features": features if features is not None else base.features,
-        "extra_flags": base.extra_flags + extra,
+        "extra_flags": flags(base.extra_flags + extra),
         # a changed feature list must re-derive the emulator CPU unless given explicitly
         "emulator_cpu": fields.pop("emulator_cpu", "" if features is not None else base.emulator_cpu),
         "description": fields.pop("description", f"{base.description}, customised"),
@@ -440,18 +477,20 @@ def target_from_table(name: str, table: Mapping[str, Any], known: Mapping[str, T
     return replace(base, **derived, **fields)
 
 
+def path_twins(targets: Mapping[str, Target]) -> dict[str, dict[str, str]]:
+    """Targets that differ only in their matmul path, by the default twin's name: {path: target name}. A family with
+    no default twin is keyed by its first member's name."""
+    families: dict[tuple[Any, ...], dict[str, str]] = {}
+    for t in targets.values():
+        key = (t.arch, t.features, t.emulator_cpu, t.cpu, without_path(t.extra_flags), t.board)
+        families.setdefault(key, {}).setdefault(t.path, t.name)
+    return {paths.get(DEFAULT, next(iter(paths.values()))): paths for paths in families.values() if len(paths) > 1}
+
+
 def microkernel_pairs(targets: Mapping[str, Target]) -> list[tuple[str, str]]:
-    """(default path, data-tiled microkernel path) target pairs: the same features, and the second's flags are
-    the first's plus ``DATA_TILING_UKERNELS`` (e.g. rv64gcv-zvl256b and rv64gcv-zvl256b-mmt4d)."""
-    pairs = []
-    for tiled in targets.values():
-        if not set(DATA_TILING_UKERNELS) <= set(tiled.extra_flags):
-            continue
-        rest = tuple(f for f in tiled.extra_flags if f not in DATA_TILING_UKERNELS)
-        pairs += [(base.name, tiled.name) for base in targets.values()
-                  if base is not tiled and base.arch == tiled.arch and base.features == tiled.features
-                  and base.extra_flags == rest and base.emulator_cpu == tiled.emulator_cpu]
-    return pairs
+    """(default path, mmt4d path) target pairs: path twins (e.g. rv64gcv-zvl256b and rv64gcv-zvl256b-mmt4d)."""
+    return [(paths[DEFAULT], paths["mmt4d"]) for paths in path_twins(targets).values()
+            if DEFAULT in paths and "mmt4d" in paths]
 
 
 def resolve_targets(names: list[str], available: Mapping[str, Target]) -> list[Target]:

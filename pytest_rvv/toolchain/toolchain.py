@@ -6,6 +6,7 @@ import functools
 import importlib.util
 import os
 import re
+import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -63,6 +64,11 @@ class Toolchain:
         """The compiler's build date, when its version line carries one (orders runtimes by distance)."""
         return compiler_date(self.compiler_version)
 
+    def lacks(self, flags: tuple[str, ...]) -> tuple[str, ...]:
+        """The flags (``--name`` or ``--name=value``) this iree-compile's ``--help`` does not list."""
+        listed = _compiler_help(self.iree_compile)
+        return tuple(f for f in flags if f.split("=")[0] not in listed)
+
     @property
     def release(self) -> str:
         """The release number, e.g. ``3.13.0``: the version of the matching runtime wheels."""
@@ -75,6 +81,13 @@ class Toolchain:
                 pass
         match = re.search(r"compiler version (\d+\.\d+\.\d+)", self.compiler_version)
         return match.group(1) if match else "unknown"
+
+
+@functools.cache
+def _compiler_help(iree_compile: Path) -> frozenset[str]:
+    """Every ``--flag`` that ``iree-compile --help-hidden`` lists (once per compiler and process)."""
+    result = subprocess.run([str(iree_compile), "--help-hidden"], capture_output=True, text=True, timeout=60)
+    return frozenset(re.findall(r"^\s+(--[\w.-]+)", result.stdout, flags=re.MULTILINE))
 
 
 def _packaged_iree_compile() -> Path | None:
