@@ -43,6 +43,7 @@ from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 from pytest_rvv.xdist import scheduling, shards
 
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
+KERNELS_MARK = "rvv_kernels"  # a test over the kernel suite's cells (config/kernels.py) instead of models x targets
 # .test_durations, read once where it is used: --rvv-shard, and xdist's load scheduling (scheduling.py)
 DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
 # the expected failures per (target, model), applied to the collected tests
@@ -101,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rvv_check(name): the pytest-rvv check a test performs "
                                        "(compile or agreement), used to apply expected failures")
     config.addinivalue_line("markers", "slow: a model or test that takes long under emulation")
+    config.addinivalue_line("markers", f"{KERNELS_MARK}: parametrize over the kernel suite's cells (--rvv-kernels)")
     config.addinivalue_line("markers", "rvv_archs(*archs): parametrize only over targets of these "
                                        "architectures (riscv64, aarch64, host)")
     if config.getoption("update_baselines"):
@@ -134,6 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "rvv-fixtures")
     known_ids = {f"{m}-{t}" for m in settings.every_model_name for t in settings.known_targets}
+    known_ids |= settings.kernels.every_id if settings.kernels else set()
     config.pluginmanager.register(VectorizationSummary(config.rootpath, known_ids), "rvv-vectorization-summary")
     collector = PerformanceCollector(config, settings.root / PERF_BASELINES, config.stash[SESSION_KEY])
     config.pluginmanager.register(collector, "rvv-performance")
@@ -284,6 +287,11 @@ def _riscv64_runtime_line(session: RvvSession) -> str:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     settings = metafunc.config.stash[SESSION_KEY].settings
+    if metafunc.definition.get_closest_marker(KERNELS_MARK) is not None:  # suites/kernels: the kernel cells
+        cells = settings.kernels.cells if settings.kernels else ()
+        metafunc.parametrize(("rvv_model", "rvv_target"), [(c.model, c.target) for c in cells],
+                             ids=[c.id for c in cells])
+        return
     if "rvv_model" in metafunc.fixturenames:
         metafunc.parametrize(
             "rvv_model",
@@ -301,10 +309,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("rvv_target", targets, ids=[t.name for t in targets])
 
 
+def _kernel_cell(item: pytest.Item) -> bool:
+    params = getattr(item, "callspec", None)
+    return params is not None and isinstance(params.params.get("rvv_model"), Model)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Apply strict expected failures to the tests whose check they affect; deselect toolchain
     comparisons when no reference toolchain is named (--rvv-compare), and the cells of other shards
     (--rvv-shard)."""
+    unselected = [i for i in items if i.get_closest_marker(KERNELS_MARK) is not None and not _kernel_cell(i)]
+    if unselected:  # the kernel suite without --rvv-kernels: its empty parametrization, deselected and said once
+        config.hook.pytest_deselected(items=unselected)
+        items[:] = [i for i in items if i not in unselected]
+        config.pluginmanager.get_plugin("rvv-notices").add(
+            "kernel suite (suites/kernels/) not selected: run it with --rvv-kernels=ci (iree issue 24932's shapes, "
+            "every row and path), decode, llm or all")
     if REFERENCE_KEY not in config.stash:
         deselected = [i for i in items if COMPARISON_FIXTURE in getattr(i, "fixturenames", ())]
         if deselected:

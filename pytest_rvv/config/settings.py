@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.config.boards import Board
+from pytest_rvv.config.kernels import Kernels, kernels
 from pytest_rvv.config.machine import check_name
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target, resolve_targets, target_from_table
 from pytest_rvv.model.manifest import model_from_table
@@ -96,6 +97,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("shard", "run shard K of N (K/N, e.g. 2/4): every test of one model x target (or ONNX node test x "
            "target) lands in the same shard, so no two machines compile or emulate the same cell; shards are "
            "balanced by the durations in .test_durations", env="PYTEST_RVV_SHARD", metavar="K/N"),
+    Option("kernels", "the kernel suite's selection (suites/kernels/): ci (iree issue 24932's shapes, every row and "
+           "path), decode, llm, all, or shape and row names (256x256x256,f32); default: none, the kernel suite is "
+           "deselected", env="PYTEST_RVV_KERNELS", table_key="default-kernels", metavar="SELECTION"),
     Option("expected-failures", "TOML file of expected failures per target "
            "(default: baselines/expected-failures.toml)", metavar="FILE"),
 )
@@ -118,7 +122,7 @@ def read_pyproject_table(path: Path | None) -> dict[str, Any]:
     table = data.get("tool", {}).get("pytest_rvv", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.pytest_rvv] must be a table")
-    known = {o.key for o in OPTIONS} | {"targets", "models", "tolerances", "boards"}
+    known = {o.key for o in OPTIONS} | {"targets", "models", "tolerances", "boards", "kernels"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [tool.pytest_rvv]: {', '.join(unknown)}; "
@@ -157,6 +161,7 @@ class Settings:
     boards: Mapping[str, Board] = field(default_factory=dict)  # [tool.pytest_rvv.boards.NAME]
     board_names: tuple[str, ...] = ()  # --rvv-board: every riscv64 target runs on these (one per xdist worker)
     tolerances: Mapping[str, Any] | None = None  # [tool.pytest_rvv.tolerances]
+    kernels: Kernels | None = None  # the kernel suite's table and selection (config/kernels.py)
 
     @classmethod
     def resolve(
@@ -201,6 +206,7 @@ class Settings:
             compare_runtime_riscv64=compare_runtime,
             boards=boards,
             board_names=board_names,
+            kernels=kernels(table.get("kernels", {}), str(given.value("kernels") or "") or None, known_targets),
         )
 
 

@@ -27,6 +27,11 @@ from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, disassemble
 from pytest_rvv.measure.static import dispatch_key, natural_order, share
 
 MIN_VOTES = 2  # translation blocks that must agree on where a dispatch library was loaded
+# Executed instructions counted by name per dispatch (RISC-V): vsetvl* reconfigurations and vrgather permutes, a
+# known cost of generic data-tiled code (re-set vtype per tile, gathers to pack); diagnostics, not in snapshots.
+WATCHED = {"vsetvl": ("vsetvli", "vsetivli", "vsetvl"),
+           "vrgather": ("vrgather.vv", "vrgather.vx", "vrgather.vi", "vrgatherei16.vv")}
+_WATCHED = {m: name for name, mnemonics in WATCHED.items() for m in mnemonics}
 
 
 @dataclass(frozen=True)
@@ -192,12 +197,15 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
     """
     loaded = list(_loaded_libraries(counts, executables, arch))  # located once, for blocks and lanes
     per_dispatch: dict[str, Counter[str]] = {}
+    watched: dict[str, Counter[str]] = {}
     for block, instructions, i in walk_blocks(counts, executables, arch, loaded):
         for insn in instructions[i:i + block.n_insns]:
             cls = classify_riscv(insn.mnemonic)[0] if arch == "riscv64" else \
                 classify_aarch64(insn.mnemonic, insn.operands)[0]
             key = dispatch_key(insn.function) if insn.function != OUTSIDE else OUTSIDE
             per_dispatch.setdefault(key, Counter())[cls] += block.execs
+            if arch == "riscv64" and insn.mnemonic in _WATCHED and key != OUTSIDE:
+                watched.setdefault(key, Counter())[_WATCHED[insn.mnemonic]] += block.execs
     dispatches = {}
     for key in sorted(per_dispatch, key=natural_order):
         c = per_dispatch[key]
@@ -212,6 +220,7 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
                             "vector_share_percent": share(vector, in_dispatches)},
         "dispatches": {k: d for k, d in dispatches.items() if k != OUTSIDE},
         "outside_dispatches": counts.total - in_dispatches,
+        "watched": {k: dict(sorted(watched[k].items())) for k in sorted(watched, key=natural_order)},
     }
     if counts.insn_elements:
         attribution["lanes"] = lane_occupancy(counts, loaded)

@@ -36,14 +36,15 @@ class PerfResult:
     notes: list[str] = field(default_factory=list)
     executed: dict[str, Any] | None = None  # executed counts per dispatch (emulated targets), not in as_json
     silicon: dict[str, dict[str, int]] = field(default_factory=dict)  # core -> estimated cycles per dispatch
+    watched: dict[str, dict[str, int]] = field(default_factory=dict)  # dispatch -> vsetvl/vrgather executed
 
     board: dict[str, Any] | None = None  # the board (as a machine) the run-side metrics come from
 
     def as_json(self) -> dict[str, Any]:
         record = {"model": self.model, "target": self.target, "toolchain": self.toolchain, "metrics": self.metrics,
                   "samples": self.samples}
-        return record | ({"silicon": self.silicon} if self.silicon else {}) | ({"board": self.board}
-                                                                                 if self.board else {})
+        return (record | ({"silicon": self.silicon} if self.silicon else {})
+                | ({"board": self.board} if self.board else {}) | ({"watched": self.watched} if self.watched else {}))
 
 
 def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:
@@ -142,6 +143,7 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
     result.metrics.update(executed_dispatch_instructions=totals["instructions"],
                           executed_dispatch_vector=totals["vector"])
     result.executed = executed.snapshot(cell.model.name, cell.target.name)
+    result.watched = executed.attribution.get("watched", {})
     _estimate(cell, executed, result)
 
 

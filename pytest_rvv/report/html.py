@@ -26,6 +26,7 @@ from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.measure.silicon import WHAT_IT_IS
+from pytest_rvv.report import kernels
 from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.performance import (
     hot_dispatches,
@@ -121,7 +122,8 @@ class RunReport:
         perf = self._plugin("rvv-performance", "rows", {})
         write_results(self.directory, results(run, [
             {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in self.tests],
-            perf, self.perf_rows, dict(self.session.settings.known_targets), self.lanes))
+            perf, self.perf_rows, dict(self.session.settings.known_targets), self.lanes,
+            self._plugin("rvv-performance", "kernels", [])))
         grid = [["model", *self.targets()]] + [[model, *(self._cell_text(model, t) for t in self.targets())]
                                                for model in self.rows()]
         failures = [(t["nodeid"], (t["longrepr"].strip().splitlines() or [""])[0][:200]) for t in self.tests
@@ -192,6 +194,10 @@ class RunReport:
         table = [[c.strip() for c in line.strip("|").split("|")] for line in table_one(perf)] if perf else []
         pairs = microkernel_pairs(self.session.settings.known_targets)
         microkernels = [[c.strip() for c in line.strip("|").split("|")] for line in microkernel_table(perf, pairs)]
+        entries = self._plugin("rvv-performance", "kernels", [])
+        kernel_rows = [[c.strip() for c in line.strip("|").split("|")] for line in kernels.dashboard_table(entries)]
+        calibrated = [[c.strip() for c in line.strip("|").split("|")]
+                      for line in kernels.calibration_table(kernels.calibration(entries))]
         cells = []
         for model in self.rows():
             for target in self.targets():
@@ -215,7 +221,9 @@ class RunReport:
         return env.get_template("index.html.j2").render(history=trend,
             run=run, targets=self.targets(), rows=self.rows(), cells=cells,
             by_key={(c["model"], c["target"]): c for c in cells}, table=table, what_estimates_are=WHAT_IT_IS,
-            microkernels=microkernels, plots=plots(perf, vectorization, self.lanes, pairs), comparisons=comparisons,
+            microkernels=microkernels, kernel_rows=kernel_rows, calibrated=calibrated,
+            calibration_note=kernels.CALIBRATION_NOTE, plots=plots(perf, vectorization, self.lanes, pairs, entries),
+            comparisons=comparisons,
             failures=[t for t in self.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in self.tests) for o in ORDER}, anchor=anchor)
 
@@ -258,7 +266,8 @@ def _png(plt: Any, fig: Any) -> str:
 
 def plots(perf: dict[tuple[str, str], dict[str, Any]], vectorization: dict[tuple[str, str, str], dict[str, Any]],
           lanes_by_cell: dict[tuple[str, str], dict[str, Any]] | None = None,
-          pairs: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+          pairs: list[tuple[str, str]] | None = None,
+          kernel_entries: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
     """(title, data URL) of the plots a person reads faster than tables, each only when its data exists."""
     import matplotlib
 
@@ -279,6 +288,9 @@ def plots(perf: dict[tuple[str, str], dict[str, Any]], vectorization: dict[tuple
     if pairs and microkernel_table(perf, pairs):
         out.append(("Data-tiled microkernel path / default path: executed instructions and estimated cycles",
                     _png(plt, microkernel_figure(plt, perf, pairs))))
+    if kernel_entries:
+        out.append((f"Kernels: estimated {kernels.CORE} cycles of each matmul path / the default path",
+                    _png(plt, kernels.figure(plt, kernel_entries))))
     occupancy = {cell: lanes["total"]["occupancy_percent"] for cell, lanes in (lanes_by_cell or {}).items()}
     if occupancy:
         out.append(("Lane occupancy per model x RVV target (% of VLMAX filled by executed vector instructions)",

@@ -22,6 +22,7 @@ from pytest_rvv.judge.baselines import write_baselines
 from pytest_rvv.judge.policy import tolerances
 from pytest_rvv.measure.metrics import SILICON, silicon_metric, split
 from pytest_rvv.measure.silicon import WHAT_IT_IS
+from pytest_rvv.report import kernels
 from pytest_rvv.session import RvvSession
 
 
@@ -173,8 +174,21 @@ def hot_dispatches(rows: dict[tuple[str, str], dict[str, Any]], shown: int = 3) 
     return lines
 
 
+def kernel_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """The kernel dashboard and its calibration against published silicon, as Markdown."""
+    if not entries:
+        return []
+    lines = ["## Kernel dashboard: every matmul path per row x shape", "",
+             f"est. = estimated {kernels.CORE} cycles ({WHAT_IT_IS}); (vs default) = that path / the default path; "
+             "vsetvl / vrgather = thousands executed in the dispatches.", "", *kernels.dashboard_table(entries)]
+    if rows := kernels.calibration(entries):
+        lines += ["", "## The estimator against published silicon", "", *kernels.calibration_table(rows), "",
+                  kernels.CALIBRATION_NOTE]
+    return lines
+
+
 def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]],
-                 pairs: Sequence[tuple[str, str]] = ()) -> list[Path]:
+                 pairs: Sequence[tuple[str, str]] = (), entries: list[dict[str, Any]] | None = None) -> list[Path]:
     """JSON, Markdown and PNG plots (matplotlib, Agg backend) of the collected results; ``pairs`` are the
     (default, microkernel) target pairs compared side by side."""
     import matplotlib
@@ -189,6 +203,8 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]],
     if micro := microkernel_table(rows, list(pairs)):
         markdown += ["", "## Default path vs data-tiled microkernel path", "", *micro, "",
                      f"Estimates: {WHAT_IT_IS}."]
+    if entries:
+        markdown += ["", *kernel_lines(entries)]
     if hot := hot_dispatches(rows):
         markdown += ["", "## Where the silicon would spend its time (estimated cycles)", "",
                      f"Estimates: {WHAT_IT_IS}.", "", *hot]
@@ -216,6 +232,8 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]],
         written.append(_save(plt, silicon_figure(plt, rows), directory / "silicon.png"))
     if microkernel_table(rows, list(pairs)):
         written.append(_save(plt, microkernel_figure(plt, rows, list(pairs)), directory / "microkernels.png"))
+    if entries:
+        written.append(_save(plt, kernels.figure(plt, entries), directory / "kernels.png"))
     return written
 
 
@@ -283,6 +301,12 @@ class PerformanceCollector:
         self.notes: dict[str, list[str]] = {}  # the same note on many tests is shown once, with a count
         self.improvements: list[str] = []
         self.pairs = microkernel_pairs(session.settings.known_targets)
+        self.kernel_cells = session.settings.kernels.cells if session.settings.kernels else ()
+
+    @property
+    def kernels(self) -> list[dict[str, Any]]:
+        """The kernel dashboard of this run (report/kernels.py), empty without kernel cells."""
+        return kernels.dashboard(self.kernel_cells, self.rows) if self.kernel_cells else []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
@@ -304,7 +328,7 @@ class PerformanceCollector:
                                           lambda target, metrics: split(metrics, known[target]), ratios)
         report_dir = self.config.getoption("rvv_report")
         if report_dir:
-            for path in write_report(Path(report_dir), self.rows, self.pairs):
+            for path in write_report(Path(report_dir), self.rows, self.pairs, self.kernels):
                 self.lines.append(f"report: {path}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -319,6 +343,14 @@ class PerformanceCollector:
             terminalreporter.section("rvv default path vs data-tiled microkernel path", sep="-")
             for line in micro:
                 terminalreporter.write_line(line)
+        if entries := self.kernels:
+            terminalreporter.section("rvv kernel dashboard", sep="-")
+            if self.config.option.verbose > 0:
+                for line in kernel_lines(entries):
+                    terminalreporter.write_line(line)
+            else:
+                terminalreporter.write_line(f"{len(entries)} rows x shapes on {len(self.kernel_cells)} cells: -v "
+                                            "prints every path side by side, --rvv-report=DIR writes it")
         for generic, lines in self.notes.items():
             count = f" [{len(lines)} tests]" if len(lines) > 1 else ""
             terminalreporter.write_line((generic if len(lines) > 1 else lines[0]) + count)

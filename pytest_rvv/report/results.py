@@ -6,7 +6,9 @@
      "run": {"command", "date", "toolchain", "reference", "machine", "qemu", "llvm_mca"},
      "tests": [{"nodeid", "outcome", "model", "target", "check"}],
      "metrics": [{"model", "target", "metric", "value", "unit", "kind", "verdict", "baseline",
-                  "machine", "toolchain"}]}
+                  "machine", "toolchain"}],
+     "kernels": {"dashboard": [...], "calibration": [...]}}   # only when the kernel suite ran
+
 
 ``outcome`` is passed, failed, error, could-not-run (no runtime loads the toolchain's modules), skipped,
 xfailed or xpassed; ``verdict`` is ok, improved,
@@ -24,6 +26,7 @@ from typing import Any
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
+from pytest_rvv.report.kernels import calibration
 
 SCHEMA = "pytest-rvv-results/1"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with any JSON Schema 2020-12 validator
@@ -32,7 +35,8 @@ SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[str, str], dict[str, Any]],
             rows: dict[tuple[str, str], list[Any]], targets: dict[str, Target],
-            lanes: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
+            lanes: dict[tuple[str, str], dict[str, Any]] | None = None,
+            kernels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The results document: one record per test and one per model x target x metric.
 
     Lane occupancy (of the executed-vectorization runs of a report) is a diagnostic record, never judged.
@@ -54,7 +58,10 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
                         "value": record["total"]["occupancy_percent"], "unit": info.unit, "kind": info.kind,
                         "verdict": None, "baseline": None, "machine": run["machine"]["name"],
                         "toolchain": record["toolchain"]})
-    return {"schema": SCHEMA, "run": run, "tests": tests, "metrics": metrics}
+    document = {"schema": SCHEMA, "run": run, "tests": tests, "metrics": metrics}
+    if kernels:
+        document["kernels"] = {"dashboard": kernels, "calibration": calibration(kernels)}
+    return document
 
 
 def schema() -> dict[str, Any]:

@@ -1,0 +1,172 @@
+"""The kernel dashboard: per row (element type) x shape, every matmul path side by side (iree issue 24932's layout),
+and the estimator held against published silicon (the calibration table).
+
+Only formatting: the numbers are the performance records of the kernel cells (estimated cycles on the row's core,
+executed instructions, vsetvl*/vrgather executed per dispatch) and ``PUBLISHED``'s measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_rvv.config.kernels import KernelCell
+from pytest_rvv.config.paths import DEFAULT, PATHS
+from pytest_rvv.measure.metrics import silicon_metric
+
+CORE = "spacemit-x60"  # the VLEN-256 family's core: every kernel row is estimated on it
+EXECUTED = "executed_dispatch_instructions"
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published silicon measurement of a kernel cell: the ratio of two paths' times, with its source."""
+
+    row: str
+    shape: str
+    over: tuple[str, str]  # (path, path): the ratio over[0] / over[1]
+    low: float
+    high: float
+    source: str
+    how: str
+
+
+ISSUE_24932 = ("iree issue 24932 (SpaceMiT X60, 8 cores @ 1.6 GHz, iree-benchmark-module --device=local-task, "
+               "10 repetitions)")
+PUBLISHED = (
+    Published("f32", "64x64x64", ("inner-tiled", "mmt4d"), 1.02, 1.07, ISSUE_24932, "wall time, 8 threads"),
+    Published("f32", "256x256x256", ("inner-tiled", "mmt4d"), 1.78, 1.85, ISSUE_24932, "wall time, 8 threads"),
+    Published("f32", "81x41x19", ("inner-tiled", "mmt4d"), 0.82, 0.90, ISSUE_24932, "wall time, 8 threads"),
+    Published("f32", "540x516x332", ("inner-tiled", "mmt4d"), 2.42, 2.42, ISSUE_24932, "wall time, 8 threads"),
+)
+
+
+def _index(cells: Sequence[KernelCell], perf: dict[tuple[str, str], dict[str, Any]]
+           ) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """(row, shape) -> path -> the cell's performance record, for the cells that have one."""
+    found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for c in cells:
+        record = perf.get((c.model.name, c.target.name))
+        if record is not None:
+            found.setdefault((c.row, c.shape.name), {})[c.path] = record
+    return found
+
+
+def _value(record: dict[str, Any] | None, metric: str) -> float | None:
+    return None if record is None else record.get("metrics", {}).get(metric)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per row x shape: each path's estimated cycles, executed instructions, vector share, vsetvl* and
+    vrgather executed, its ratio to the default path, and inner-tiled / mmt4d (results.json's ``kernels``)."""
+    est = silicon_metric(CORE)
+    entries = []
+    for (row, shape), paths in _index(cells, perf).items():
+        entry: dict[str, Any] = {"row": row, "shape": shape, "core": CORE, "paths": {}}
+        base = paths.get(DEFAULT)
+        for path, record in paths.items():
+            metrics = record.get("metrics", {})
+            watched = record.get("watched", {})
+            executed = metrics.get(EXECUTED)
+            entry["paths"][path] = {
+                "target": record["target"], "est_cycles": metrics.get(est), "executed": executed,
+                "vector_percent": round(100 * metrics.get("executed_dispatch_vector", 0) / executed, 1)
+                if executed else None,
+                "vsetvl": sum(d.get("vsetvl", 0) for d in watched.values()),
+                "vrgather": sum(d.get("vrgather", 0) for d in watched.values()),
+                "est_vs_default": _ratio(metrics.get(est), _value(base, est)),
+                "executed_vs_default": _ratio(executed, _value(base, EXECUTED)),
+            }
+        inner, mmt4d = paths.get("inner-tiled"), paths.get("mmt4d")
+        entry["inner_over_mmt4d"] = {"est_cycles": _ratio(_value(inner, est), _value(mmt4d, est)),
+                                     "executed": _ratio(_value(inner, EXECUTED), _value(mmt4d, EXECUTED))}
+        entries.append(entry)
+    order = {name: i for i, name in enumerate(dict.fromkeys(c.row for c in cells))}
+    shapes = {name: i for i, name in enumerate(dict.fromkeys(c.shape.name for c in cells))}
+    return sorted(entries, key=lambda e: (order.get(e["row"], 0), shapes.get(e["shape"], 0)))
+
+
+def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
+    """Markdown: est. X60 Mcycles per path (ratio to default), inner-tiled / mmt4d, vsetvl/vrgather per path."""
+    if not entries:
+        return []
+    paths = [p for p in PATHS if any(p in e["paths"] for e in entries)]
+    header = ["Row", "Shape", *(f"{p} est. Mcycles (vs default)" for p in paths), "inner/mmt4d est.",
+              "inner/mmt4d executed", *(f"{p} vsetvl / vrgather (k)" for p in paths)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for e in entries:
+        cells = [e["row"], e["shape"]]
+        for p in paths:
+            v = e["paths"].get(p)
+            est = None if v is None else v["est_cycles"]
+            cells.append("-" if est is None else f"{est / 1e6:.3f} ({_x(v['est_vs_default'])})")
+        cells += [_x(e["inner_over_mmt4d"]["est_cycles"]), _x(e["inner_over_mmt4d"]["executed"])]
+        for p in paths:
+            v = e["paths"].get(p)
+            cells.append("-" if v is None else f"{v['vsetvl'] / 1e3:.1f} / {v['vrgather'] / 1e3:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each published measurement reproduced as a cell: measured ratio, estimated ratio, and the error."""
+    by_key = {(e["row"], e["shape"]): e for e in entries}
+    rows = []
+    for p in PUBLISHED:
+        entry = by_key.get((p.row, p.shape))
+        if entry is None:
+            continue
+        a, b = (entry["paths"].get(path, {}).get("est_cycles") for path in p.over)
+        estimate = _ratio(a, b)
+        middle = (p.low + p.high) / 2
+        rows.append({"row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,
+                     "measured_high": p.high, "estimated": estimate, "source": p.source, "how": p.how,
+                     "error_percent": None if estimate is None else round(100 * (estimate / middle - 1), 1)})
+    return rows
+
+
+def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["| Row | Shape | Ratio | Measured on X60 | Estimated (llvm-mca X60, 1 thread) | Error | Source |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        measured = f"{r['measured_low']:.2f}" + (f"-{r['measured_high']:.2f}" if r["measured_high"] != r[
+            "measured_low"] else "")
+        error = "-" if r["error_percent"] is None else f"{r['error_percent']:+.0f} %"
+        lines.append(f"| {r['row']} | {r['shape']} | {r['ratio']} | {measured} | {_x(r['estimated'])} | {error} | "
+                     f"{r['source']}, {r['how']} |")
+    return lines
+
+
+CALIBRATION_NOTE = (
+    "The estimate is one thread, every load an L1 hit (llvm-mca per executed block); iree issue 24932 times 8 "
+    "threads. A ratio of two paths cancels the clock and, when both paths split the work alike, the threads; it "
+    "does not cancel cache misses, which grow with the shape.")
+
+
+def figure(plt: Any, entries: list[dict[str, Any]]) -> Any:
+    """Estimated cycles of every path relative to the default path, per row x shape (below 1: less)."""
+    paths = [p for p in PATHS if p != DEFAULT and any(p in e["paths"] for e in entries)]
+    labels = [f"{e['row']} {e['shape']}" for e in entries]
+    fig, ax = plt.subplots(figsize=(max(6, len(labels) * 0.45), 4))
+    width = 0.8 / max(len(paths), 1)
+    for i, path in enumerate(paths):
+        values = [(e["paths"].get(path) or {}).get("est_vs_default") or 0 for e in entries]
+        ax.bar([x + i * width for x in range(len(labels))], values, width, label=path)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks([x + width * (len(paths) - 1) / 2 for x in range(len(labels))], labels, rotation=60, ha="right",
+                  fontsize="x-small")
+    ax.set_ylabel(f"est. {CORE} cycles / default path")
+    ax.legend(fontsize="x-small")
+    return fig

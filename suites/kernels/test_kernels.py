@@ -1,0 +1,29 @@
+"""Matmul kernels (config/kernels.py): every shape x row (element type) x matmul path of ``--rvv-kernels``.
+
+The same checks as for models, per cell: agreement with the reference, executed instructions per dispatch against
+a snapshot (the vectorization gate), and performance against baselines/performance/ (executed work, estimated
+silicon cycles, sizes). The dashboard (report/kernels.py) puts the paths side by side.
+"""
+
+import pytest
+
+from pytest_rvv.judge.checks import check_agreement
+
+
+@pytest.mark.rvv_kernels
+@pytest.mark.rvv_check("agreement")
+def test_kernel_matches_reference(rvv_session, rvv_model, rvv_runner, tmp_path, rvv_record):
+    agreement = check_agreement(rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner), tmp_path)
+    rvv_record(agreement=(rvv_model.name, rvv_runner.target.name, agreement.max_abs))
+
+
+@pytest.mark.rvv_kernels
+@pytest.mark.rvv_check("agreement")
+def test_kernel_still_vectorized_when_run(rvv_executed_vectorization):
+    rvv_executed_vectorization()
+
+
+@pytest.mark.rvv_kernels
+@pytest.mark.rvv_check("performance")
+def test_kernel_no_more_work(rvv_performance):
+    rvv_performance()
