@@ -218,6 +218,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     targets = ", ".join(t.name for t in settings.targets)
     models = ", ".join(m.name for m in settings.models)
     lines = [f"rvv: targets {targets}; models {models}"]
+    cells = settings.kernels.cells if settings.kernels else ()
+    lines.append(f"rvv: kernel suite: {len(cells)} cells (" + ", ".join(dict.fromkeys(c.row for c in cells)) + ")"
+                 if cells else "rvv: kernel suite (suites/kernels/): not selected; --rvv-kernels=ci (iree issue "
+                 "24932's shapes, every row and path), decode, llm or all runs it")
     if settings.shard is not None:
         durations = config.stash[DURATIONS_KEY]
         lines.append(shards.header(settings.shard, config.rootpath / shards.DURATIONS_FILE, durations))
@@ -319,12 +323,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     comparisons when no reference toolchain is named (--rvv-compare), and the cells of other shards
     (--rvv-shard)."""
     unselected = [i for i in items if i.get_closest_marker(KERNELS_MARK) is not None and not _kernel_cell(i)]
-    if unselected:  # the kernel suite without --rvv-kernels: its empty parametrization, deselected and said once
+    if unselected:  # the kernel suite without --rvv-kernels: its empty parametrization, deselected (the header says)
         config.hook.pytest_deselected(items=unselected)
         items[:] = [i for i in items if i not in unselected]
-        config.pluginmanager.get_plugin("rvv-notices").add(
-            "kernel suite (suites/kernels/) not selected: run it with --rvv-kernels=ci (iree issue 24932's shapes, "
-            "every row and path), decode, llm or all")
     if REFERENCE_KEY not in config.stash:
         deselected = [i for i in items if COMPARISON_FIXTURE in getattr(i, "fixturenames", ())]
         if deselected:

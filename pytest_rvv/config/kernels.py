@@ -93,7 +93,7 @@ def kernels(table: Mapping[str, Any], selection: str | None, known: Mapping[str,
     twins = path_twins(known)
     for row in rows.values():
         _check_row(row, known, twins)
-    names, row_names = _selection(selection, shapes, rows) if selection else ((), ())
+    chosen = _selection(selection, shapes, rows) if selection else set()
     cells, every_id = [], set()
     for row in rows.values():
         family = twins.get(row.target, {"default": row.target})
@@ -104,7 +104,7 @@ def kernels(table: Mapping[str, Any], selection: str | None, known: Mapping[str,
                     continue
                 cell = KernelCell(row.name, s, path, model, known[family[path]])
                 every_id.add(cell.id)
-                if row.name in row_names and shape_name in names:
+                if (shape_name, row.name) in chosen:
                     cells.append(cell)
     return Kernels(shapes, rows, paths, tuple(cells), frozenset(every_id))
 
@@ -137,14 +137,17 @@ def _check_row(row: KernelRow, known: Mapping[str, Target], twins: Mapping[str, 
 
 
 def _selection(selection: str, shapes: Mapping[str, KernelShape],
-               rows: Mapping[str, KernelRow]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``ci``, ``decode``, ``llm``, ``all``, or shape and row names (``256x256x256,f32``; no row: every row)."""
+               rows: Mapping[str, KernelRow]) -> set[tuple[str, str]]:
+    """(shape, row) pairs: named selections (``ci``, ``decode``, ``llm``, ``all``) add theirs; shape and row names
+    add their product (``256x256x256,f32``; shapes alone: every row; rows alone: the ``ci`` shapes)."""
     words = [w.strip() for w in selection.split(",") if w.strip()]
-    if len(words) == 1 and words[0] in SELECTIONS:
-        return SELECTIONS[words[0]]
-    unknown = [w for w in words if w not in shapes and w not in rows]
+    unknown = [w for w in words if w not in shapes and w not in rows and w not in SELECTIONS]
     if unknown:
         raise ConfigError(f"--rvv-kernels: unknown {', '.join(unknown)}; give one of {', '.join(SELECTIONS)}, or "
                           f"shape names (e.g. 256x256x256, or a {TABLE} shape) and row names ({', '.join(rows)})")
-    chosen_shapes = tuple(w for w in words if w in shapes) or SELECTIONS["ci"][0]
-    return chosen_shapes, tuple(w for w in words if w in rows) or tuple(rows)
+    pairs = {(s, r) for w in words if w in SELECTIONS for s in SELECTIONS[w][0] for r in SELECTIONS[w][1]}
+    named_shapes = [w for w in words if w in shapes]
+    named_rows = [w for w in words if w in rows]
+    if named_shapes or named_rows:
+        pairs |= {(s, r) for s in named_shapes or SELECTIONS["ci"][0] for r in named_rows or rows}
+    return pairs
