@@ -127,3 +127,11 @@ def test_a_user_defined_data_tiled_twin_at_vlen_512_pairs_with_its_default_path_
     assert ("rv64gcv-zvl512b", "rv64gcv-zvl512b-mmt4d") in microkernel_pairs(targets)
     assert "sifive-x280" in [c.name for c in twin.cores()]
     assert twin.emulator_cpu == BUILTIN_TARGETS["rv64gcv-zvl512b"].emulator_cpu
+
+
+def test_a_module_on_another_matmul_path_runs_where_its_twin_runs_and_nowhere_else():
+    """The runtime probe is compiled off the path (it has no matmul): the twin's runner must accept it."""
+    default, inner = BUILTIN_TARGETS["rv64gcv-zvl256b"], BUILTIN_TARGETS["rv64gcv-zvl256b-inner"]
+    assert inner.runs_as(default) and default.runs_as(inner)
+    assert not BUILTIN_TARGETS["rv64gcv-zvl512b"].runs_as(default)
+    assert not BUILTIN_TARGETS["rv64gcv-zvl256b-zvfh"].runs_as(default)

@@ -161,6 +161,12 @@ class Target:
                                   f"estimate it from a target at vlen={c.vlen}")
         return cores
 
+    def runs_as(self, other: Target) -> bool:
+        """True when code compiled for ``other`` runs right where this target runs: the same architecture, features,
+        CPU and emulated CPU (flags such as a matmul path change the code, not what runs it)."""
+        return (self.arch, self.features, self.cpu, self.triple, self.abi, self.emulator_cpu, self.board) == (
+            other.arch, other.features, other.cpu, other.triple, other.abi, other.emulator_cpu, other.board)
+
     @property
     def path(self) -> str:
         """The matmul path its flags choose (config/paths.py): default, data-tiled, mmt4d or inner-tiled."""

@@ -118,7 +118,7 @@ class Runner:
         depend on stack and buffer addresses, so this keeps executed counts exact across runs,
         machines and cache locations.
         """
-        if artifact.target != self.target:
+        if not self.target.runs_as(artifact.target):
             raise ConfigError(
                 f"module for {artifact.target.name!r} cannot run on the {self.target.name!r} runner "
                 f"(its emulated CPU may not match what the module was compiled for)"

@@ -239,7 +239,7 @@ class BoardRunner(Runner):
         """Copy what is missing, run on the board under ``timeout``, bring the outputs back, clean up."""
         if qemu_args:
             raise ConfigError(f"target {self.target.name} runs {self.where}: executed counts need QEMU")
-        if artifact.target != self.target:
+        if not self.target.runs_as(artifact.target):
             raise ConfigError(f"module for {artifact.target.name!r} cannot run on the {self.target.name!r} runner")
         program = self.link.upload(self.runtime.executable, GUEST_PROGRAM)
         module = self.link.upload(artifact.path, GUEST_MODULE)
