@@ -12,7 +12,7 @@ from pytest_rvv.measure import counts as counts_module
 from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.counts import ExecutedCounts, attribute, parse
 from pytest_rvv.measure.static import ukernels_by_dispatch, with_ukernels
-from pytest_rvv.run.recorded import COUNTED, ELEMENTS, RecordedRun
+from pytest_rvv.run.recorded import COUNTED, ELEMENTS, LOADED, RecordedRun
 from pytest_rvv.session import Cell
 
 _COUNTS_SOURCE = source_digest(counts_module.__file__)  # a change to the attribution re-runs it
@@ -27,6 +27,11 @@ class ExecutedMeasurement:
     attribution: dict[str, Any]
     run: RecordedRun  # the counted run (fresh, or looked up by content)
     ukernels: dict[str, list[str]] = field(default_factory=dict)  # dispatch -> microkernels inlined into it
+
+    @property
+    def per_dispatch(self) -> dict[str, int]:
+        """Instructions executed per dispatch (those that executed any)."""
+        return {k: d["instructions"] for k, d in self.attribution["dispatches"].items() if d["instructions"]}
 
     def snapshot(self, model: str, target: str) -> dict[str, Any]:
         """The deterministic part (dispatch code only: runtime code is not exactly repeatable)."""
@@ -52,6 +57,20 @@ def measure_executed(cell: Cell, workdir: Path, elements: bool = False) -> Execu
     counts = parse(recorded.counts.read_text(), recorded.counts)
     return ExecutedMeasurement(counts, attributed(cell, counts, recorded, artifact.executables, runner.target.arch),
                                recorded, ukernels_by_dispatch(artifact))
+
+
+def measure_one_time(cell: Cell, workdir: Path) -> ExecutedMeasurement:
+    """What the dispatches execute while the module loads (its initializers: encoding or packing constant weights,
+    hoisted constant work), from a counted run that stops before the call (``LOADED``): what a call executes is the
+    counted run's count minus this, dispatch by dispatch."""
+    runner, _ = cell.given()
+    if runner.qemu is None:
+        raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
+    recorded = cell.recorded(LOADED, workdir)
+    assert recorded is not None and recorded.counts is not None
+    counts = parse(recorded.counts.read_text(), recorded.counts)
+    return ExecutedMeasurement(counts, attributed(cell, counts, recorded, cell.artifact.executables,
+                                                  runner.target.arch), recorded)
 
 
 def attributed(cell: Cell, counts: ExecutedCounts, recorded: RecordedRun, executables: tuple[Path, ...],

@@ -36,6 +36,11 @@ class Metric:
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("executed_dispatch_instructions", PORTABLE, "instr", "instructions executed in the dispatches", work=True),
+    # what a call executes apart from what loading the module executes once (initializers: packing constant weights)
+    Metric("executed_per_call_instructions", PORTABLE, "instr",
+           "instructions the call executes in the dispatches (the run's, less the module load's)", work=True),
+    Metric("executed_one_time_instructions", PORTABLE, "instr",
+           "instructions the module load executes in dispatches once (initializers: packing constant weights)"),
     Metric("static_instructions", PORTABLE, "instr", "instructions in the dispatch code"),
     Metric("module_bytes", PORTABLE, "B", "size of the .vmfb"),
     Metric("dispatch_code_bytes", PORTABLE, "B", ".text of the dispatch libraries"),

@@ -14,7 +14,7 @@ from elftools.elf.elffile import ELFFile
 from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import compare
-from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
+from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
 from pytest_rvv.measure.metrics import silicon_metric
 from pytest_rvv.measure.silicon import estimate_once
 from pytest_rvv.measure.static import analyze
@@ -37,6 +37,8 @@ class PerfResult:
     executed: dict[str, Any] | None = None  # executed counts per dispatch (emulated targets), not in as_json
     silicon: dict[str, dict[str, int]] = field(default_factory=dict)  # core -> estimated cycles per dispatch
     watched: dict[str, dict[str, int]] = field(default_factory=dict)  # dispatch -> vsetvl/vrgather executed
+    one_time: dict[str, int] = field(default_factory=dict)  # dispatch -> instructions it executes at module load
+    silicon_one_time: dict[str, int] = field(default_factory=dict)  # core -> estimated cycles of the module load
 
     board: dict[str, Any] | None = None  # the board (as a machine) the run-side metrics come from
 
@@ -44,7 +46,8 @@ class PerfResult:
         record = {"model": self.model, "target": self.target, "toolchain": self.toolchain, "metrics": self.metrics,
                   "samples": self.samples}
         return (record | ({"silicon": self.silicon} if self.silicon else {})
-                | ({"board": self.board} if self.board else {}) | ({"watched": self.watched} if self.watched else {}))
+                | ({"board": self.board} if self.board else {}) | ({"watched": self.watched} if self.watched else {})
+                | ({"one_time": self.one_time, "silicon_one_time": self.silicon_one_time} if self.one_time else {}))
 
 
 def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:
@@ -139,12 +142,21 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
         except ToolMissing as exc:
             result.notes.append(f"no executed counts: {exc}")
             return
+        loaded = measure_one_time(cell, Path(tmp) / "load")
+    one_time = loaded.per_dispatch
     totals = executed.attribution["dispatch_totals"]
     result.metrics.update(executed_dispatch_instructions=totals["instructions"],
-                          executed_dispatch_vector=totals["vector"])
+                          executed_dispatch_vector=totals["vector"],
+                          executed_one_time_instructions=sum(one_time.values()),
+                          executed_per_call_instructions=totals["instructions"] - sum(one_time.values()))
+    result.one_time = one_time
     result.executed = executed.snapshot(cell.model.name, cell.target.name)
     result.watched = executed.attribution.get("watched", {})
     _estimate(cell, executed, result)
+    if one_time:  # the per-call estimate is the run's less the load's (the same blocks, estimated once)
+        once = PerfResult(result.model, result.target)
+        _estimate(cell, loaded, once)
+        result.silicon_one_time = {core: sum(cycles.values()) for core, cycles in once.silicon.items()}
 
 
 def _estimate(cell: Cell, executed: ExecutedMeasurement, result: PerfResult) -> None:

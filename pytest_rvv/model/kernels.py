@@ -12,12 +12,14 @@ int8 x int8 -> int32, exact).
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.base.store import Store, digest
@@ -32,6 +34,7 @@ class KernelShape:
     k: int
     n: int
     origin: str = ""
+    weights: bool = False  # B is a constant weight of the model, not an argument
 
     @property
     def name(self) -> str:
@@ -63,7 +66,7 @@ DECODE, PREFILL_ROWS = 1, (32, 128)
 SHAPES: dict[str, KernelShape] = {s.name: s for s in (
     *(KernelShape(*dims, origin=E2E) for dims in ((64, 64, 64), (256, 256, 256), (81, 41, 19), (540, 516, 332),
                                                   (1024, 1024, 1024))),
-    *(KernelShape(m, k, n, origin=f"{llm} {'decode' if m == DECODE else 'prefill'}")
+    *(KernelShape(m, k, n, origin=f"{llm} {'decode' if m == DECODE else 'prefill'}", weights=True)
       for llm, projections in _LLM_PROJECTIONS.items() for m in (DECODE, *PREFILL_ROWS) for k, n in projections),
 )}
 # iree issue 24932's table: what CI runs of the kernel suite (with the LLM decode shapes)
@@ -89,12 +92,22 @@ def kernel_model(dtype: str, s: KernelShape) -> Model:
         inputs = (InputSpec("a", (s.m, s.k), "int8", "integers", -128, 128),
                   InputSpec("b", (s.k, s.n), "int8", "integers", -128, 128))
     else:
-        scale = 1.0 / math.sqrt(s.k)
         inputs = (InputSpec("a", (s.m, s.k), "float32", "uniform", -1.0, 1.0),
-                  InputSpec("b", (s.k, s.n), "float32", "uniform", -scale, scale))
+                  InputSpec("b", (s.k, s.n), "float32", "uniform", -_scale(s), _scale(s)))
+    if s.weights:
+        inputs = inputs[:1]
     return Model(name=kernel_name(dtype, s), source=KernelSource(dtype, s), inputs=inputs,
                  preparation=_STEPS[dtype], tolerance=TOLERANCES[dtype],
-                 description=f"matmul {s.name} (MxKxN) {dtype}, {s.origin or 'user shape'}")
+                 description=f"matmul {s.name} (MxKxN) {dtype}, {s.origin or 'user shape'}"
+                             + (", B a constant weight" if s.weights else ", A and B arguments"))
+
+
+def _scale(s: KernelShape) -> float:
+    """B's values lie in +-1/sqrt(K): outputs of about 1 at every K."""
+    return 1.0 / math.sqrt(s.k)
+
+
+WEIGHT_SEED = 1  # B's values when it is a weight (the arguments' come from the model's seed, as for every model)
 
 
 @dataclass(frozen=True)
@@ -115,18 +128,26 @@ class KernelSource:
         else:
             node = helper.make_node("MatMul", ["a", "b"], ["c"])
             kind = out = TensorProto.FLOAT
-        graph = helper.make_graph([node], f"mm_{s.m}x{s.k}x{s.n}",
-                                  [helper.make_tensor_value_info("a", kind, [s.m, s.k]),
-                                   helper.make_tensor_value_info("b", kind, [s.k, s.n])],
-                                  [helper.make_tensor_value_info("c", out, [s.m, s.n])])
+        arguments = [helper.make_tensor_value_info("a", kind, [s.m, s.k])]
+        weights = []
+        if s.weights:
+            rng = np.random.default_rng(WEIGHT_SEED)
+            values = (rng.integers(-128, 128, (s.k, s.n)).astype(np.int8) if self.dtype == "i8"
+                      else rng.uniform(-_scale(s), _scale(s), (s.k, s.n)).astype(np.float32))
+            weights.append(numpy_helper.from_array(values, "b"))
+        else:
+            arguments.append(helper.make_tensor_value_info("b", kind, [s.k, s.n]))
+        graph = helper.make_graph([node], f"mm_{s.m}x{s.k}x{s.n}", arguments,
+                                  [helper.make_tensor_value_info("c", out, [s.m, s.n])], weights)
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
     def fetch(self, cache_root: Path) -> Path:
-        model = self.build()
-        key = digest(["kernel-v1", model.SerializeToString().hex()])
+        # the builder's code is part of the key: editing it rebuilds the kernels
+        key = digest(["kernel-v2", self.dtype, repr(self.shape), str(WEIGHT_SEED), inspect.getsource(KernelSource),
+                      onnx.__version__, np.__version__])
 
         def build(tmp: Path) -> dict[str, object]:
-            onnx.save(model, str(tmp / "model.onnx"))
+            onnx.save(self.build(), str(tmp / "model.onnx"))
             return {"shape": self.shape.name, "dtype": self.dtype}
 
         return Store(cache_root).get_or_build("generated", key, build).file("model.onnx")

@@ -35,7 +35,8 @@ from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugi
 from pytest_rvv.run.runner import Runner
 
 PLAIN, COUNTED, ELEMENTS, OUTPUTS = "plain", "counted", "elements", "outputs"
-KINDS = (PLAIN, COUNTED, ELEMENTS, OUTPUTS)
+LOADED = "loaded"  # counted, loading the module only: its one-time work (run/runner.py, load_only)
+KINDS = (PLAIN, COUNTED, ELEMENTS, OUTPUTS, LOADED)
 NAMESPACE = "runs"
 # v2: keeps stderr too (--print_statistics writes there); v3: the runtime runs from a fixed-length directory
 # (run/runner.py RUNTIME_DIR_LENGTH: runs made from a user's own cache path may differ)
@@ -129,7 +130,7 @@ class RecordedRuns:
             qemu_args: tuple[str, ...] = ()
             if kind == PLAIN and helper is not None:
                 launcher = (str(helper), str(rss))
-            elif kind in (COUNTED, ELEMENTS):
+            elif kind in (COUNTED, ELEMENTS, LOADED):
                 if helper is None:
                     raise ValueError(f"a {kind} run needs the counting plugin")
                 qemu_args = plugin_option(helper, counts, kind == ELEMENTS)
@@ -137,7 +138,7 @@ class RecordedRuns:
             with self.stages.time("emulate"):
                 outcome = runner.run(artifact, inputs, workdir or work / "run", num_outputs, self.timeout_s,
                                      qemu_args=qemu_args, launcher=launcher,
-                                     runtime_args=STATISTICS_ARGS if kind == PLAIN else ())
+                                     runtime_args=STATISTICS_ARGS if kind == PLAIN else (), load_only=kind == LOADED)
             for i, array in enumerate(outcome.outputs):
                 np.save(into / f"output_{i}.npy", array, allow_pickle=False)
             if counts.is_file():

@@ -106,8 +106,13 @@ class Runner:
 
     def run(self, artifact: Artifact, inputs: list[np.ndarray], workdir: Path, num_outputs: int,
             timeout_s: float | None, qemu_args: tuple[str, ...] = (), launcher: tuple[str, ...] = (),
-            runtime_args: tuple[str, ...] = ()) -> RunOutcome:
+            runtime_args: tuple[str, ...] = (), load_only: bool = False) -> RunOutcome:
         """Run ``artifact`` on ``inputs``; raise RunFailed with a one-line reason and a repro.
+
+        ``load_only``: load the module and stop before the call: iree-run-module creates its context (loading the
+        module and running its initializers: the one-time work) before it looks the function up, so a function name
+        the module does not export, of the same length (the guest's stack stays where it was), ends the run there
+        with NOT_FOUND, which is then the expected outcome (no outputs).
 
         ``qemu_args`` go to the emulator (e.g. a -plugin), ``launcher`` before everything (e.g. the
         RSS probe), ``runtime_args`` to iree-run-module (e.g. --print_statistics).
@@ -131,11 +136,10 @@ class Runner:
         for path in out_paths:
             path.unlink(missing_ok=True)
         # the guest's module, function and files, named relative to ``workdir``
-        guest = (Path(GUEST_MODULE), artifact.function, [Path(p.name) for p in in_paths],
-                 [Path(p.name) for p in out_paths])
+        function = not_exported(artifact.function) if load_only else artifact.function
+        guest = (Path(GUEST_MODULE), function, [Path(p.name) for p in in_paths], [Path(p.name) for p in out_paths])
         if self.qemu is None:
-            argv = self.command(artifact.path, artifact.function, in_paths, out_paths, extra=runtime_args,
-                                launcher=launcher)
+            argv = self.command(artifact.path, function, in_paths, out_paths, extra=runtime_args, launcher=launcher)
             result = run_process(argv, timeout_s=timeout_s)
             repro = shlex.join(argv[len(launcher):])
         else:
@@ -146,6 +150,11 @@ class Runner:
             # the repro reruns the module; a launcher (the RSS probe) only measures, and is left out
             repro = f"cd {shlex.quote(str(workdir))} && env -i {shlex.join(argv[len(launcher):])}"
         what = f"{artifact.model} for {self.target.name} {self.where}"
+        if load_only:
+            if result.returncode != 1 or f"no function `{function}` exported" not in result.stderr:
+                raise RunFailed(f"iree-run-module {result.status()} loading {what} (load only){_hint(result)}",
+                                details=_details(result, repro))
+            return RunOutcome([], result, repro)
         if not result.ok:
             hint, details = _hint(result), _details(result, repro)
             if self.qemu is not None and result.signal_name == "SIGILL" and not result.timed_out:
@@ -162,6 +171,11 @@ class Runner:
             raise RunFailed(f"iree-run-module wrote no {', '.join(missing)} running {what}",
                             details=_details(result, repro))
         return RunOutcome([np.load(p) for p in out_paths], result, repro)
+
+
+def not_exported(function: str) -> str:
+    """A function name of ``function``'s length that no module exports (``~`` is not a symbol character)."""
+    return "~" * len(function)
 
 
 def staged_runtime(executable: Path) -> Path:
