@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rvv.base.errors import ConfigError
-from pytest_rvv.comparison.bisect import BAD, GOOD, SKIP, ReleaseBisect, Step, versions_between
+from pytest_rvv.comparison.bisect import BAD, GOOD, SKIP, ReleaseBisect, Step, failing_cells, versions_between
 from pytest_rvv.config.settings import Settings, read_pyproject_table
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.executed import measure_executed
@@ -38,6 +39,21 @@ def bisect(first_bad: str | None, untestable: frozenset[str] = frozenset(), vers
 
     code, lines = ReleaseBisect(versions, test, lambda line: None).run()
     return code, lines, tested
+
+
+def test_the_failing_cells_and_their_dispatches_are_read_from_pytests_output():
+    output = """\
+executed vectorization regression: convs on rv64gcv-zvl256b
+  dispatch_1_conv_128x4x4x32x3x3_f32: executes 779364 -> 787524 instructions (+8160, +1.05%)
+  dispatch_0_slow_memcpy: was vectorized (288 vector of 1040 instructions), now scalar (0 vector of 1775 instructions)
+FAILED vectorization/test_executed_vectorization.py::test_still_vectorized_when_run[convs-rv64gcv-zvl256b] - Failed
+FAILED correctness/test_agreement.py::test_matches_onnxruntime[mlp-rv64gc]
+"""
+    assert failing_cells(output) == (
+        "convs-rv64gcv-zvl256b (test_still_vectorized_when_run)", "mlp-rv64gc (test_matches_onnxruntime)",
+        "  dispatch_1_conv_128x4x4x32x3x3_f32: executes 779364 -> 787524 instructions (+8160, +1.05%)",
+        "  dispatch_0_slow_memcpy: was vectorized (288 vector of 1040 instructions), now scalar (0 vector of 1775 "
+        "instructions)")
 
 
 def test_the_first_bad_release_is_named_with_both_commits_in_few_steps():
@@ -112,6 +128,10 @@ def test_bisect_over_real_releases_on_executed_counts_runs_each_step_in_its_own_
                           "--", *selection], cwd=project.path, capture_output=True, text=True)
     assert f"[bisect] first bad release: {changed[0]} (IREE compiler version {changed[0]}" in run.stdout, run.stdout
     assert "[bisect] next, in IREE: git log " in run.stdout
+    # the last lines name what made it bad: the failing cell, then its dispatches with both counts
+    tail = run.stdout[run.stdout.index("[bisect] what fails with"):]
+    assert f"convs-{target.name} (test_still_vectorized_when_run)" in tail, tail
+    assert re.search(r"dispatch_\S+: executes \d+ -> \d+ instructions", tail), tail
     assert run.returncode == 0
 
 

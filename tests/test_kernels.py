@@ -116,3 +116,24 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
 def test_the_dashboard_ranks_nothing_it_did_not_measure():
     chosen = kernels({}, "64x64x64,f32", BUILTIN_TARGETS)
     assert dashboard(chosen.cells, {}) == [] and calibration([]) == []
+
+
+def test_packing_a_constant_weight_is_one_time_work_and_a_call_without_initializers_has_none(tmp_path):
+    """The Llama-3.2-1B up projection at decode is too big for a unit test; Qwen2.5-0.5B's q projection (896x896)
+    shows the same: on the mmt4d path the module load encodes the weight once (dispatch `_encoding_*`) and the call
+    does not; the default path has no load-time dispatch. Measured with real iree-compile and QEMU."""
+    from pytest_rvv.config.settings import Settings
+    from pytest_rvv.measure.executed import measure_executed, measure_one_time
+    from pytest_rvv.session import RvvSession
+
+    session = RvvSession(Settings.resolve(lambda option: None, {}, tmp_path))
+    model = next(c.model for c in kernels({}, "1x896x896,f32", BUILTIN_TARGETS).cells)
+    loads = {}
+    for name in ("rv64gcv-zvl256b", "rv64gcv-zvl256b-mmt4d"):
+        target = BUILTIN_TARGETS[name]
+        cell = session.cell(model, target, session.runner(target))
+        loads[name] = measure_one_time(cell, tmp_path / name / "load").per_dispatch
+        run = measure_executed(cell, tmp_path / name / "run").per_dispatch
+        assert all(run.get(key) == count for key, count in loads[name].items()), (loads[name], run)
+    assert loads["rv64gcv-zvl256b"] == {}
+    assert list(loads["rv64gcv-zvl256b-mmt4d"]) == ["_encoding_0_encode_896x896xf32_to_896x896xf32"]

@@ -209,3 +209,30 @@ def test_a_path_the_reference_compiler_lacks_is_one_line_and_the_side_under_test
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["PASSED *test_matches_onnxruntime*gemm-rv64gcv-zvl256b-inner*"])
     result.stdout.fnmatch_lines(["PASSED *test_toolchain_under_test_adds_no_work*gemm-rv64gcv-zvl256b-inner*"])
+
+
+def test_a_report_only_comparison_colours_the_grid_by_the_comparison_and_ranks_by_added_work(comparison_project,
+                                                                                              tmp_path):
+    """--rvv-compare-report-only passes every test, so the grid's outcome alone would be all green: each compared
+    cell carries its comparison verdict and its colour, the sections come most added work first, and a chart ranks
+    the dispatches by the instructions they add."""
+    import html as html_module
+    import re as re_module
+
+    scalar = build_dir(tmp_path / "no-vector", NO_VECTOR_WRAPPER)
+    wheel = build_dir(tmp_path / "wheel")
+    report = tmp_path / "report"
+    result = comparison_project.run("performance", "--rvv-models=mlp,convs", f"--rvv-targets=rv64gc,{VECTOR}",
+                                    f"--rvv-iree-build={scalar}", f"--rvv-compare={wheel}", "--rvv-compare-report-only",
+                                    f"--rvv-report={report}")
+    result.assert_outcomes(passed=4)
+    page = (report / "index.html").read_text()
+    cells = re_module.findall(r'<td class="cell (\w[\w-]*)" data-verdict="passed" data-compared="([^"]+)"', page)
+    # the scalar target's code does not change; whether its run-time noise reads as churn or same, it is green
+    assert sorted(cells)[:2] == [("failed", "REGRESSED"), ("failed", "REGRESSED")]
+    assert {colour for colour, status in sorted(cells)[2:]} == {"passed"}
+    sections = re_module.findall(r"<h3[^>]*>(\w+) on ([\w-]+): ([\w ]+?)(?: \(|</h3>)", html_module.unescape(
+        page.split("<h2>Toolchain comparison</h2>")[1].split("<h2>")[0]))
+    assert [status for _, _, status in sections][:2] == ["REGRESSED", "REGRESSED"]
+    assert {status for _, _, status in sections[2:]} <= {"same", "churn"}
+    assert "Toolchain comparison: the dispatches that execute more, most added work first" in page

@@ -11,6 +11,7 @@ checkout: exit 0 good, 1 bad, 125 cannot test.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -40,6 +41,7 @@ class Step:
     verdict: str
     detail: str
     seconds: float
+    failures: tuple[str, ...] = ()  # what failed: each failing cell and its dispatches' counts (``failing_cells``)
 
 
 def versions_between(available: Sequence[str], good: str, bad: str) -> list[str]:
@@ -65,13 +67,37 @@ def run_selection(build: Path, pytest_args: Sequence[str], cwd: Path) -> tuple[i
 
     A run whose toolchain no riscv64 runtime can run is not a verdict on the code: COULD_NOT_RUN and its line.
     """
+    code, summary, _ = run_selection_failing(build, pytest_args, cwd)
+    return code, summary
+
+
+def run_selection_failing(build: Path, pytest_args: Sequence[str], cwd: Path) -> tuple[int, str, tuple[str, ...]]:
+    """``run_selection``, plus what failed (``failing_cells``)."""
     env = {**os.environ, BUILD_ENV: str(build)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", *pytest_args], cwd=cwd, env=env, check=False,
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-rf", *pytest_args], cwd=cwd, env=env, check=False,
                           capture_output=True, text=True)
-    lines = [ln.strip("= ") for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    output = proc.stdout + proc.stderr
+    lines = [ln.strip("= ") for ln in output.splitlines() if ln.strip()]
     if proc.returncode != 0 and (cannot := next((ln for ln in lines if ln.startswith(CANNOT_RUN_MARK)), None)):
-        return COULD_NOT_RUN, f"could not run: {cannot.removeprefix(CANNOT_RUN_MARK)}"
-    return proc.returncode, (lines[-1] if lines else "no output")
+        return COULD_NOT_RUN, f"could not run: {cannot.removeprefix(CANNOT_RUN_MARK)}", ()
+    return proc.returncode, (lines[-1] if lines else "no output"), failing_cells(output)
+
+
+_FAILED = re.compile(r"^FAILED (\S+?)(?: - .*)?$")
+_CELL = re.compile(r"\[([^\]]+)\]$")
+# the gate's dispatch lines (judge/gate.py): what a failing cell's dispatches did
+_DISPATCH_LINE = re.compile(r"^\s*(\S+: (?:executes \d+ -> \d+ instructions|was vectorized \(.*\), now scalar).*)$")
+
+
+def failing_cells(output: str, shown: int = 12) -> tuple[str, ...]:
+    """From a pytest run's output: each failing test's cell (``model-target``, from its id) and, under it, the
+    dispatch lines its failure named (before -> after counts), most added work first as the gate printed them."""
+    found: list[str] = []
+    for line in output.splitlines():
+        if (failed := _FAILED.match(line.strip())) and (cell := _CELL.search(failed.group(1))):
+            found.append(f"{cell.group(1)} ({failed.group(1).split('::')[-1].split('[')[0]})")
+    dispatches = list(dict.fromkeys(m.group(1) for line in output.splitlines() if (m := _DISPATCH_LINE.match(line))))
+    return tuple(dict.fromkeys(found)) + tuple(f"  {d}" for d in dispatches[:shown])
 
 
 def verdict_of(code: int) -> str:
@@ -133,6 +159,9 @@ class ReleaseBisect:
         good_commit, bad_commit = (compiler_commit(self.steps[v].detail) for v in (last, first))
         if good_commit and bad_commit:
             lines.append(f"next, in IREE: git log {good_commit[:12]}..{bad_commit[:12]}")
+        if self.steps[first].failures:
+            lines += [f"what fails with {first} (cells, then their dispatches: {last} -> {first} counts):",
+                      *(f"  {line}" for line in self.steps[first].failures)]
         return (0 if hi - lo == 1 else 1), lines
 
 
@@ -149,11 +178,11 @@ def bisect_releases(good: str, bad: str, pytest_args: Sequence[str], tools_dir: 
             toolchain: Toolchain = toolchain_from_spec(f"{COMPILER}=={version}", tools_dir, "bisect", pip_args)
         except ConfigError as exc:
             return Step(version, SKIP, f"cannot be installed: {exc}", time.monotonic() - start)
-        code, summary = run_selection(environment_of(toolchain), pytest_args, cwd)
+        code, summary, failures = run_selection_failing(environment_of(toolchain), pytest_args, cwd)
         detail = toolchain.compiler_version if verdict_of(code) != SKIP else \
             f"pytest exited {code} (not a test verdict: {summary}) with {toolchain.compiler_version}"
         log(f"{version}: pytest: {summary}")
-        return Step(version, verdict_of(code), detail, time.monotonic() - start)
+        return Step(version, verdict_of(code), detail, time.monotonic() - start, failures)
 
     code, lines = ReleaseBisect(versions, test, log).run()
     for line in lines:

@@ -15,18 +15,31 @@ from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.judge.gate import delta_text
 
 
-def _added(record: dict[str, Any]) -> float:
+def added_work(record: dict[str, Any]) -> float:
+    """The fraction of work the toolchain under test adds over the reference (negative: less work)."""
     work = record.get("work")
     if not work or not work[1]:
         return 0.0
     return (work[2] - work[1]) / work[1]
 
 
-def _status(record: dict[str, Any]) -> str:
+def ranked(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The comparisons, most added work first (then by model and target)."""
+    return sorted(records, key=lambda r: (-added_work(r), r["model"], r["target"]))
+
+
+def added_by_dispatch(records: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """("model on target: dispatch", instructions added) for every dispatch that executes more, most first."""
+    found = [(f"{r['model']} on {r['target']}: {name}", after - before)
+             for r in records for name, before, after in r.get("dispatches", ()) if after > before]
+    return sorted(found, key=lambda item: (-item[1], item[0]))
+
+
+def comparison_status(record: dict[str, Any]) -> str:
     """REGRESSED (fails), more work (within the threshold), less work, churn (code moved, work did not), same."""
     if record["regressions"]:
         return "REGRESSED"
-    added = _added(record)
+    added = added_work(record)
     if added > 0:
         return "more work"
     if added < 0:
@@ -40,8 +53,8 @@ def comparison_lines(records: list[dict[str, Any]]) -> list[str]:
     versions = {(r["reference"], r["under_test"]) for r in records}
     for reference, under_test in sorted(versions):
         lines += [f"reference:  {reference}", f"under test: {under_test}"]
-    same = [r for r in records if _status(r) == "same"]
-    for record in sorted((r for r in records if _status(r) != "same"), key=lambda r: (-_added(r), r["model"])):
+    same = [r for r in records if comparison_status(r) == "same"]
+    for record in ranked([r for r in records if comparison_status(r) != "same"]):
         work = record.get("work")
         what = "executed" if record["counted"] == "executed" else "static"
         moved = (f"{what} {int(work[1])} -> {int(work[2])} instructions ({delta_text(int(work[1]), int(work[2]))})"
@@ -52,7 +65,7 @@ def comparison_lines(records: list[dict[str, Any]]) -> list[str]:
         if record.get("time"):
             ratio, low, high = record["time"]
             counts += f"; CPU time x{ratio:.2f} (pairs x{low:.2f}..x{high:.2f})"
-        lines.append(f"{_status(record):>9}  {record['model']} on {record['target']}: {moved}; {counts}"
+        lines.append(f"{comparison_status(record):>9}  {record['model']} on {record['target']}: {moved}; {counts}"
                      + (f"; {top}" if top else ""))
         lines += [f"           {line}" for line in record["regressions"][:3] + record["notes"][:2]]
     if same:
@@ -63,9 +76,9 @@ def comparison_lines(records: list[dict[str, Any]]) -> list[str]:
 def write_comparison(directory: Path, records: list[dict[str, Any]]) -> Path:
     """``comparison.md``: the ranked lines, then every model x target's full comparison (asm diff included)."""
     parts = ["# pytest-rvv toolchain comparison", "", "```", *comparison_lines(records), "```"]
-    for record in sorted(records, key=lambda r: (-_added(r), r["model"], r["target"])):
+    for record in ranked(records):
         if record.get("detail"):
-            parts += ["", f"## {record['model']} on {record['target']}: {_status(record)}", "", "```",
+            parts += ["", f"## {record['model']} on {record['target']}: {comparison_status(record)}", "", "```",
                       record["detail"], "```"]
     path = directory / "comparison.md"
     directory.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,10 @@ from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, disassemble
 from pytest_rvv.measure.static import dispatch_key, natural_order, share
 
 MIN_VOTES = 2  # translation blocks that must agree on where a dispatch library was loaded
+# IREE's loader maps a dispatch library at a page boundary, so its load bias is a multiple of the page: a base voted
+# by blocks of other code whose first bytes happen to occur in .text is not (measured: a run that loads a module
+# and calls nothing voted 0xaa49c for llama-decode's library, which no instruction of it ran from; real: 0xabb37000)
+PAGE = 4096
 # Executed instructions counted by name per dispatch (RISC-V): vsetvl* reconfigurations and vrgather permutes, a
 # known cost of generic data-tiled code (re-set vtype per tile, gathers to pack); diagnostics, not in snapshots.
 WATCHED = {"vsetvl": ("vsetvli", "vsetivli", "vsetvl"),
@@ -152,7 +156,7 @@ class _Library:
             if len(block.head) < 8:
                 continue
             found = [at for at in self._offsets.get(block.head[:8], ()) if self.text.startswith(block.head, at)]
-            if len(found) == 1:
+            if len(found) == 1 and (block.vaddr - (self.text_vaddr + found[0])) % PAGE == 0:
                 votes[block.vaddr - (self.text_vaddr + found[0])] += block.n_insns
         if not votes:
             return None

@@ -23,6 +23,7 @@ import pytest
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.comparison.report import added_by_dispatch, added_work, comparison_status, ranked
 from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.measure.silicon import WHAT_IT_IS
@@ -48,6 +49,11 @@ CHECKS = {"test_compile": "compiles", "test_agreement": "correct", "test_static_
           "test_toolchains": "vs reference", "test_onnx_nodes": "conformance"}
 CHECK_ORDER = list(CHECKS.values())
 DISPATCH_ROWS = 25
+
+
+# a compared cell's colour: its comparison verdict (CSS classes of the page)
+COMPARED_CLASS = {"REGRESSED": "failed", "more work": "xpassed", "less work": "passed", "churn": "passed",
+                  "same": "passed"}
 
 
 def outcome_of(report: pytest.TestReport) -> str:
@@ -148,9 +154,14 @@ class RunReport:
         return [t for t in order if t in seen] + sorted(seen - set(order))
 
     def rows(self) -> list[str]:
+        """The grid's rows: the models in selection order; in a toolchain comparison, most added work first."""
         order = [m.name for m in self.session.settings.models]
         seen = {t["model"] for t in self.tests}
-        return [m for m in order if m in seen] + sorted(seen - set(order))
+        rows = [m for m in order if m in seen] + sorted(seen - set(order))
+        added: dict[str, float] = {}
+        for record in self._plugin("rvv-toolchain-comparison", "records", []):
+            added[record["model"]] = max(added.get(record["model"], -1.0), added_work(record))
+        return sorted(rows, key=lambda m: -added.get(m, -1.0)) if added else rows
 
     def cell(self, model: str, target: str) -> list[dict[str, Any]]:
         """The tests of one model x target, in pipeline order of their checks (not xdist's finishing order)."""
@@ -189,7 +200,8 @@ class RunReport:
                           autoescape=select_autoescape(["html", "j2"]))
         perf = self._plugin("rvv-performance", "rows", {})
         vectorization = self._plugin("rvv-vectorization-summary", "results", {})
-        comparisons = self._plugin("rvv-toolchain-comparison", "records", [])
+        comparisons = ranked(self._plugin("rvv-toolchain-comparison", "records", []))
+        compared = {(c["model"], c["target"]): comparison_status(c) for c in comparisons}
         agreement = self._plugin("rvv-agreement", "errors", {})
         table = [[c.strip() for c in line.strip("|").split("|")] for line in table_one(perf)] if perf else []
         pairs = microkernel_pairs(self.session.settings.known_targets)
@@ -204,9 +216,12 @@ class RunReport:
                 tests = self.cell(model, target)
                 if not tests:
                     continue
+                status = compared.get((model, target))
                 cells.append({
                     "model": model, "target": target, "anchor": anchor(model, target), "tests": tests,
-                    "verdict": verdict(tests), "badges": badges(tests),
+                    "verdict": verdict(tests), "badges": badges(tests), "compared": status,
+                    # in a comparison a cell is coloured by its comparison verdict, report-only or not
+                    "colour": COMPARED_CLASS.get(status, verdict(tests)) if status else verdict(tests),
                     "dispatches": dispatch_table(vectorization, perf.get((model, target)), model, target,
                                                  self.lanes.get((model, target))),
                     "lanes": (self.lanes.get((model, target)) or {}).get("total"),
@@ -222,8 +237,9 @@ class RunReport:
             run=run, targets=self.targets(), rows=self.rows(), cells=cells,
             by_key={(c["model"], c["target"]): c for c in cells}, table=table, what_estimates_are=WHAT_IT_IS,
             microkernels=microkernels, kernel_rows=kernel_rows, calibrated=calibrated,
-            calibration_note=kernels.CALIBRATION_NOTE, plots=plots(perf, vectorization, self.lanes, pairs, entries),
-            comparisons=comparisons,
+            calibration_note=kernels.CALIBRATION_NOTE,
+            plots=plots(perf, vectorization, self.lanes, pairs, entries, comparisons),
+            comparisons=comparisons, statuses=compared,
             failures=[t for t in self.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in self.tests) for o in ORDER}, anchor=anchor)
 
@@ -267,7 +283,8 @@ def _png(plt: Any, fig: Any) -> str:
 def plots(perf: dict[tuple[str, str], dict[str, Any]], vectorization: dict[tuple[str, str, str], dict[str, Any]],
           lanes_by_cell: dict[tuple[str, str], dict[str, Any]] | None = None,
           pairs: list[tuple[str, str]] | None = None,
-          kernel_entries: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
+          kernel_entries: list[dict[str, Any]] | None = None,
+          comparisons: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
     """(title, data URL) of the plots a person reads faster than tables, each only when its data exists."""
     import matplotlib
 
@@ -288,6 +305,14 @@ def plots(perf: dict[tuple[str, str], dict[str, Any]], vectorization: dict[tuple
     if pairs and microkernel_table(perf, pairs):
         out.append(("Data-tiled microkernel path / default path: executed instructions and estimated cycles",
                     _png(plt, microkernel_figure(plt, perf, pairs))))
+    if added := added_by_dispatch(comparisons or [])[:20]:
+        fig, ax = plt.subplots(figsize=(8, 0.3 * len(added) + 1))
+        ax.barh([name[-70:] for name, _ in added], [n for _, n in added], color="#d9534f")
+        ax.invert_yaxis()
+        ax.tick_params(labelsize=6)
+        ax.set_xlabel("instructions added per run (under test - reference)")
+        out.insert(0, ("Toolchain comparison: the dispatches that execute more, most added work first",
+                       _png(plt, fig)))
     if kernel_entries:
         out.append((f"Kernels: estimated {kernels.CORE} cycles of each matmul path / the default path",
                     _png(plt, kernels.figure(plt, kernel_entries))))
