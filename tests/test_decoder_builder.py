@@ -9,7 +9,14 @@ import onnxruntime as ort
 import pytest
 
 from pytest_rvv.model.builders import BUILDERS
-from pytest_rvv.model.builders.decoder import HEAD_DIM, KV_HEADS, LAYERS, VOCAB, decode_graph, prefill_graph
+from pytest_rvv.model.builders.decoder import (
+    QWEN_2_5_0_5B_LAYER,
+    REAL_CACHE,
+    REAL_PREFILL,
+    TOY,
+    decode_graph,
+    prefill_graph,
+)
 from pytest_rvv.run.onnxruntime import onnxruntime_outputs, reference_level
 
 PREFILL, CAPACITY = 8, 16
@@ -21,18 +28,20 @@ def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], level: str = "ORT_
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
-@pytest.mark.parametrize("int8w", [False, True])
-def test_a_decode_step_continues_the_prefill_through_its_kv_cache(int8w):
-    tokens = np.random.default_rng(3).integers(0, VOCAB, (1, PREFILL + 1)).astype(np.int64)
-    _, keys, values = run(prefill_graph(PREFILL, 0, int8w), {"input_ids": tokens[:, :PREFILL]})
-    whole, _, _ = run(prefill_graph(PREFILL + 1, 0, int8w), {"input_ids": tokens})
-    past_keys = np.full((LAYERS, 1, KV_HEADS, CAPACITY, HEAD_DIM), 99.0, dtype=np.float32)  # beyond: masked out
+@pytest.mark.parametrize(("int8w", "dims"), [(False, TOY), (True, TOY), (False, QWEN_2_5_0_5B_LAYER)],
+                         ids=["toy", "toy-int8w", "qwen2.5-0.5b-layer"])
+def test_a_decode_step_continues_the_prefill_through_its_kv_cache(int8w, dims):
+    """At the toy's dims and at Qwen2.5-0.5B's real ones (GQA of 14 query heads over 2 KV heads of 64)."""
+    tokens = np.random.default_rng(3).integers(0, dims.vocab, (1, PREFILL + 1)).astype(np.int64)
+    _, keys, values = run(prefill_graph(PREFILL, 0, int8w, dims), {"input_ids": tokens[:, :PREFILL]})
+    whole, _, _ = run(prefill_graph(PREFILL + 1, 0, int8w, dims), {"input_ids": tokens})
+    past_keys = np.full((dims.layers, 1, dims.kv_heads, CAPACITY, dims.head_dim), 99.0, dtype=np.float32)
     past_values = past_keys.copy()
     past_keys[:, :, :, :PREFILL], past_values[:, :, :, :PREFILL] = keys, values
-    logits, new_keys, _ = run(decode_graph(CAPACITY, 0, int8w), {
+    logits, new_keys, _ = run(decode_graph(CAPACITY, 0, int8w, dims), {
         "input_ids": tokens[:, PREFILL:], "position": np.array([PREFILL]), "past_keys": past_keys,
         "past_values": past_values})
-    np.testing.assert_allclose(logits[0, 0], whole[0, PREFILL], atol=1e-5)
+    np.testing.assert_allclose(logits[0, 0], whole[0, PREFILL], atol=1e-5 if dims is TOY else 1e-4)
     np.testing.assert_array_equal(new_keys[:, :, :, :PREFILL], keys)  # the past is kept
     assert not np.allclose(new_keys[:, :, :, PREFILL], 99.0)  # the new token's key is written at its slot
     np.testing.assert_array_equal(new_keys[:, :, :, PREFILL + 1:], 99.0)
@@ -64,3 +73,18 @@ def test_the_registered_graphs_are_valid_seeded_and_match_their_inputs(name):
     assert model.SerializeToString() == builder.build("ci", 0).SerializeToString()
     declared = {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input}
     assert declared == {spec.name: spec.shape for spec in builder.inputs("ci")}
+
+
+def test_the_real_shaped_layers_have_the_published_dims_and_are_not_run_unless_named():
+    from pytest_rvv.model.registry import builtin_models
+
+    model = BUILDERS["qwen2.5-0.5b-layer-decode"].build("ci", 0)
+    shapes = {tuple(i.dims) for i in model.graph.initializer}
+    assert {(896, 896), (896, 128), (896, 4864), (4864, 896), (256, 896), (896, 256)} <= shapes
+    inputs = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    assert inputs["past_keys"] == [1, 1, 2, REAL_CACHE, 64]
+    prefill = BUILDERS["llama-3.2-1b-layer-prefill"].inputs("ci")
+    assert prefill[0].shape == (1, REAL_PREFILL)
+    models = builtin_models("ci")
+    assert not models["llama-3.2-1b-layer-decode"].selected and models["llama-decode"].selected
+    assert "llama-3.2-1b-layer-decode" in builtin_models("full")  # the same model at either size

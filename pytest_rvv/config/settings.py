@@ -275,7 +275,7 @@ def _models(given: _Given, table: Mapping[str, Any],
     known = {**builtin_models(size), **user_models}
     every_name = frozenset({*builtin_models("ci"), *builtin_models("full"), *user_models})
     names = [n if n in known or f"{n}-full" not in known else f"{n}-full"
-             for n in _names(given.value("models")) or list(known)]
+             for n in _names(given.value("models")) or [n for n, m in known.items() if m.selected]]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ConfigError(f"--rvv-models: unknown model(s) {', '.join(unknown)}; known: {', '.join(known)}")

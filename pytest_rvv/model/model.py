@@ -113,6 +113,7 @@ class Model:
     seed: int = 0
     marks: tuple[str, ...] = ()
     description: str = ""
+    selected: bool = field(default=True, compare=False)  # run when --rvv-models names none (real-shaped layers: not)
 
     def generate_inputs(self) -> list[np.ndarray]:
         """Seeded inputs, identical on every call and every machine."""

@@ -32,6 +32,7 @@ class Builder:
     inputs: Callable[[str], tuple[InputSpec, ...]]
 
 
+REAL_FAMILY = "real-shaped decoder layer"  # built at the dims people deploy: not run unless named
 BUILDERS: dict[str, Builder] = {
     b.name: b
     for b in (
@@ -53,6 +54,17 @@ BUILDERS: dict[str, Builder] = {
           for step, what, build, inputs in (
               ("prefill", "prefill of 8 tokens (full: 32)", decoder.prefill, decoder.prefill_inputs),
               ("decode", "one decode step over a 16-slot KV cache (full: 64)", decoder.decode, decoder.decode_inputs))
+          for suffix, weights in (("", ""), ("-int8w", ", int8 weights (per-channel DequantizeLinear)"))),
+        *(Builder(f"{name}-{step}{suffix}", f"one {name.removesuffix('-layer')} decoder layer at its real dims "
+                  f"(hidden {dims.hidden}, {dims.heads} heads / {dims.kv_heads} KV heads, RoPE, RMSNorm, SwiGLU "
+                  f"{dims.ffn}; vocabulary and LM head reduced to {dims.vocab}), {what}{weights}", REAL_FAMILY,
+                  partial(build, dims, int8w=bool(suffix)), partial(inputs, dims))
+          for name, dims in decoder.REAL_LAYERS.items()
+          for step, what, build, inputs in (
+              ("prefill", f"prefill of {decoder.REAL_PREFILL} tokens", decoder.real_prefill,
+               decoder.real_prefill_inputs),
+              ("decode", f"one decode step over a {decoder.REAL_CACHE}-slot KV cache", decoder.real_decode,
+               decoder.real_decode_inputs))
           for suffix, weights in (("", ""), ("-int8w", ", int8 weights (per-channel DequantizeLinear)"))),
     )
 }

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -28,14 +29,33 @@ import onnx
 from pytest_rvv.model.builders.graph import GraphBuilder
 from pytest_rvv.model.model import InputSpec
 
-VOCAB = 256
-HIDDEN = 64
-LAYERS = 2
-HEADS = 4
-KV_HEADS = 2
-HEAD_DIM = HIDDEN // HEADS  # 16
-FFN = 176
-MAX_POSITIONS = 64
+
+@dataclass(frozen=True)
+class Dims:
+    """A decoder's dimensions: vocabulary, hidden size, layers, query and key/value heads, FFN, RoPE table length."""
+
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    max_positions: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+TOY = Dims(vocab=256, hidden=64, layers=2, heads=4, kv_heads=2, ffn=176, max_positions=64)
+# One decoder layer at the real dims (FACTS: Llama-3.2-1B hidden 2048, FFN 8192, 32 heads, 8 KV heads, head dim 64;
+# Qwen2.5-0.5B hidden 896, FFN 4864, 14 heads, 2 KV heads, head dim 64); the vocabulary (128256, 151936) and so
+# the embedding and LM head are reduced to 256, named as such: the layer is what is measured.
+LLAMA_3_2_1B_LAYER = Dims(vocab=256, hidden=2048, layers=1, heads=32, kv_heads=8, ffn=8192, max_positions=256)
+QWEN_2_5_0_5B_LAYER = Dims(vocab=256, hidden=896, layers=1, heads=14, kv_heads=2, ffn=4864, max_positions=256)
+VOCAB, HIDDEN, LAYERS, HEADS, KV_HEADS, FFN = TOY.vocab, TOY.hidden, TOY.layers, TOY.heads, TOY.kv_heads, TOY.ffn
+HEAD_DIM = TOY.head_dim  # 16
+MAX_POSITIONS = TOY.max_positions
 ROPE_THETA = 10000.0
 RMS_EPS = 1e-5
 INIT_STD = 0.02
@@ -51,30 +71,32 @@ def _lengths(size: str) -> tuple[int, int]:
     return PREFILL[size], CACHE[size]
 
 
-def weights(seed: int) -> dict[str, np.ndarray]:
+def weights(seed: int, dims: Dims = TOY) -> dict[str, np.ndarray]:
     """Every float weight, drawn from one seeded generator in a fixed order (shared by both graphs)."""
     rng = np.random.default_rng(seed)
+    hidden, kv, ffn, vocab = dims.hidden, dims.kv_heads * dims.head_dim, dims.ffn, dims.vocab
 
     def normal(*shape: int) -> np.ndarray:
         return (rng.standard_normal(shape, dtype=np.float32) * np.float32(INIT_STD)).astype(np.float32)
 
-    shapes = {"q": (HIDDEN, HIDDEN), "k": (HIDDEN, KV_HEADS * HEAD_DIM), "v": (HIDDEN, KV_HEADS * HEAD_DIM),
-              "o": (HIDDEN, HIDDEN), "gate": (HIDDEN, FFN), "up": (HIDDEN, FFN), "down": (FFN, HIDDEN)}
-    found = {"embed": normal(VOCAB, HIDDEN) * np.float32(50)}  # embeddings of unit-ish scale
-    for layer in range(LAYERS):
-        found[f"{layer}.attn_norm"] = rng.uniform(0.8, 1.2, HIDDEN).astype(np.float32)
-        found[f"{layer}.mlp_norm"] = rng.uniform(0.8, 1.2, HIDDEN).astype(np.float32)
+    shapes = {"q": (hidden, hidden), "k": (hidden, kv), "v": (hidden, kv),
+              "o": (hidden, hidden), "gate": (hidden, ffn), "up": (hidden, ffn), "down": (ffn, hidden)}
+    found = {"embed": normal(vocab, hidden) * np.float32(50)}  # embeddings of unit-ish scale
+    for layer in range(dims.layers):
+        found[f"{layer}.attn_norm"] = rng.uniform(0.8, 1.2, hidden).astype(np.float32)
+        found[f"{layer}.mlp_norm"] = rng.uniform(0.8, 1.2, hidden).astype(np.float32)
         for name in PROJECTIONS:
             found[f"{layer}.{name}"] = normal(*shapes[name])
-    found["final_norm"] = rng.uniform(0.8, 1.2, HIDDEN).astype(np.float32)
-    found["lm_head"] = normal(HIDDEN, VOCAB) * np.float32(10)
+    found["final_norm"] = rng.uniform(0.8, 1.2, hidden).astype(np.float32)
+    found["lm_head"] = normal(hidden, vocab) * np.float32(10)
     return found
 
 
-def rope_tables() -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin [MAX_POSITIONS, HEAD_DIM] of the rotate-half RoPE (frequencies repeated over both halves)."""
-    inverse = 1.0 / ROPE_THETA ** (np.arange(0, HEAD_DIM, 2, dtype=np.float64) / HEAD_DIM)
-    angles = np.outer(np.arange(MAX_POSITIONS, dtype=np.float64), inverse)
+def rope_tables(dims: Dims = TOY) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [max_positions, head_dim] of the rotate-half RoPE (frequencies repeated over both halves)."""
+    head_dim = dims.head_dim
+    inverse = 1.0 / ROPE_THETA ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.outer(np.arange(dims.max_positions, dtype=np.float64), inverse)
     angles = np.concatenate([angles, angles], axis=-1)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
@@ -82,9 +104,9 @@ def rope_tables() -> tuple[np.ndarray, np.ndarray]:
 class _Decoder:
     """Builds the layers on a GraphBuilder from the shared float weights (``int8w``: weight-only int8)."""
 
-    def __init__(self, g: GraphBuilder, w: dict[str, np.ndarray], int8w: bool) -> None:
-        self.g, self.w, self.int8w = g, w, int8w
-        cos, sin = rope_tables()
+    def __init__(self, g: GraphBuilder, w: dict[str, np.ndarray], int8w: bool, dims: Dims = TOY) -> None:
+        self.g, self.w, self.int8w, self.dims = g, w, int8w, dims
+        cos, sin = rope_tables(dims)
         self.cos, self.sin = g.const(cos, "rope_cos"), g.const(sin, "rope_sin")
 
     def weight(self, name: str) -> str:
@@ -109,10 +131,11 @@ class _Decoder:
 
     def rope(self, x: str, cos: str, sin: str) -> str:
         """x [1, heads, S, D] rotated by the angles of its positions (cos, sin: [1, 1, S, D])."""
-        g, half = self.g, HEAD_DIM // 2
+        g, head_dim = self.g, self.dims.head_dim
+        half = head_dim // 2
         shape = g.shape(x)
         first = g.node("Slice", [x, *self._ints([0], [half], [3])], (*shape[:3], half))
-        second = g.node("Slice", [x, *self._ints([half], [HEAD_DIM], [3])], (*shape[:3], half))
+        second = g.node("Slice", [x, *self._ints([half], [head_dim], [3])], (*shape[:3], half))
         rotated = g.concat([g.node("Neg", [second], g.shape(second)), first], axis=3)
         return g.add(g.mul(x, cos), g.mul(rotated, sin))
 
@@ -122,26 +145,29 @@ class _Decoder:
     def angles(self, positions: str, count: int) -> tuple[str, str]:
         """cos and sin [1, 1, count, D] at ``positions`` (int64 [count])."""
         g = self.g
-        return tuple(g.reshape(g.gather(table, positions), (1, 1, count, HEAD_DIM)) for table in (self.cos, self.sin))
+        return tuple(g.reshape(g.gather(table, positions), (1, 1, count, self.dims.head_dim))
+                     for table in (self.cos, self.sin))
 
     def heads(self, x: str, count: int, length: int) -> str:
         """[1, S, count * D] -> [1, count, S, D]."""
-        return self.g.transpose(self.g.reshape(x, (1, length, count, HEAD_DIM)), (0, 2, 1, 3))
+        return self.g.transpose(self.g.reshape(x, (1, length, count, self.dims.head_dim)), (0, 2, 1, 3))
 
     def repeat_kv(self, x: str, length: int) -> str:
         """[1, KV, S, D] -> [1, HEADS, S, D]: each key/value head serves HEADS / KV_HEADS query heads."""
-        g, group = self.g, HEADS // KV_HEADS
-        expanded = g.node("Expand", [g.reshape(x, (1, KV_HEADS, 1, length, HEAD_DIM)),
-                                     g.const(np.array([1, KV_HEADS, group, length, HEAD_DIM], dtype=np.int64),
-                                             "shape")], (1, KV_HEADS, group, length, HEAD_DIM))
-        return g.reshape(expanded, (1, HEADS, length, HEAD_DIM))
+        g, d = self.g, self.dims
+        group, kv, head_dim = d.heads // d.kv_heads, d.kv_heads, d.head_dim
+        expanded = g.node("Expand", [g.reshape(x, (1, kv, 1, length, head_dim)),
+                                     g.const(np.array([1, kv, group, length, head_dim], dtype=np.int64),
+                                             "shape")], (1, kv, group, length, head_dim))
+        return g.reshape(expanded, (1, d.heads, length, head_dim))
 
     def attend(self, q: str, k: str, v: str, mask: str, queries: int, keys: int) -> str:
         """softmax(q k^T / sqrt(D) + mask) v for [1, HEADS, queries, D] over [1, HEADS, keys, D] -> [1, S, HIDDEN]."""
         g = self.g
-        scores = g.div(g.matmul(q, g.transpose(k, (0, 1, 3, 2))), g.scalar(math.sqrt(HEAD_DIM), "sqrt_head_dim"))
+        scores = g.div(g.matmul(q, g.transpose(k, (0, 1, 3, 2))),
+                       g.scalar(math.sqrt(self.dims.head_dim), "sqrt_head_dim"))
         context = g.matmul(g.softmax(g.add(scores, mask), axis=-1), v)
-        return g.reshape(g.transpose(context, (0, 2, 1, 3)), (1, queries, HIDDEN))
+        return g.reshape(g.transpose(context, (0, 2, 1, 3)), (1, queries, self.dims.hidden))
 
     def mlp(self, x: str) -> str:
         g = self.g
@@ -162,10 +188,10 @@ class _Decoder:
         return self.g.matmul(self.rmsnorm(x, "final_norm"), self.weight("lm_head"))
 
 
-def prefill_graph(length: int, seed: int, int8w: bool = False) -> onnx.ModelProto:
+def prefill_graph(length: int, seed: int, int8w: bool = False, dims: Dims = TOY) -> onnx.ModelProto:
     """The prefill graph over ``length`` tokens (see the module docstring)."""
     g = GraphBuilder("llama_prefill", seed)
-    d = _Decoder(g, weights(seed), int8w)
+    d = _Decoder(g, weights(seed, dims), int8w, dims)
     ids = g.input("input_ids", (1, length), "int64")
     x = g.gather(g.const(d.w["embed"], "embed_tokens"), ids)
     cos, sin = d.angles(g.const(np.arange(length, dtype=np.int64), "positions"), length)
@@ -174,26 +200,26 @@ def prefill_graph(length: int, seed: int, int8w: bool = False) -> onnx.ModelProt
     keys, values = [], []
 
     def attention(q: str, k: str, v: str) -> str:
-        q = d.rope(d.heads(q, HEADS, length), cos, sin)
-        k = d.rope(d.heads(k, KV_HEADS, length), cos, sin)
-        v = d.heads(v, KV_HEADS, length)
+        q = d.rope(d.heads(q, dims.heads, length), cos, sin)
+        k = d.rope(d.heads(k, dims.kv_heads, length), cos, sin)
+        v = d.heads(v, dims.kv_heads, length)
         keys.append(g.unsqueeze(k, (0,)))
         values.append(g.unsqueeze(v, (0,)))
         return d.attend(q, d.repeat_kv(k, length), d.repeat_kv(v, length), mask, length, length)
 
-    for index in range(LAYERS):
+    for index in range(dims.layers):
         x = d.layer(index, x, attention)
     return g.finish({"logits": d.logits(x), "present_keys": g.concat(keys, axis=0),
                      "present_values": g.concat(values, axis=0)})
 
 
-def decode_graph(capacity: int, seed: int, int8w: bool = False) -> onnx.ModelProto:
+def decode_graph(capacity: int, seed: int, int8w: bool = False, dims: Dims = TOY) -> onnx.ModelProto:
     """One decode step with a KV cache of ``capacity`` slots (see the module docstring)."""
     g = GraphBuilder("llama_decode", seed)
-    d = _Decoder(g, weights(seed), int8w)
+    d = _Decoder(g, weights(seed, dims), int8w, dims)
     ids = g.input("input_ids", (1, 1), "int64")
     position = g.input("position", (1,), "int64")
-    cache = (LAYERS, 1, KV_HEADS, capacity, HEAD_DIM)
+    cache = (dims.layers, 1, dims.kv_heads, capacity, dims.head_dim)
     past_keys, past_values = g.input("past_keys", cache), g.input("past_values", cache)
     x = g.gather(g.const(d.w["embed"], "embed_tokens"), ids)
     cos, sin = d.angles(position, 1)
@@ -210,13 +236,13 @@ def decode_graph(capacity: int, seed: int, int8w: bool = False) -> onnx.ModelPro
         sliced = g.node("Slice", [stacked, *d._ints([index], [index + 1], [0])], (1, *cache[1:]))
         return g.reshape(sliced, cache[1:])
 
-    for index in range(LAYERS):
+    for index in range(dims.layers):
         past_k, past_v = layer_slice(past_keys, index), layer_slice(past_values, index)
 
         def attention(q: str, k: str, v: str, past_k: str = past_k, past_v: str = past_v) -> str:
-            q = d.rope(d.heads(q, HEADS, 1), cos, sin)
-            k = d.rope(d.heads(k, KV_HEADS, 1), cos, sin)
-            v = d.heads(v, KV_HEADS, 1)
+            q = d.rope(d.heads(q, dims.heads, 1), cos, sin)
+            k = d.rope(d.heads(k, dims.kv_heads, 1), cos, sin)
+            v = d.heads(v, dims.kv_heads, 1)
             new_keys.append(g.unsqueeze(g.node("Where", [here, k, past_k], cache[1:]), (0,)))
             new_values.append(g.unsqueeze(g.node("Where", [here, v, past_v], cache[1:]), (0,)))
             all_k, all_v = g.concat([past_k, k], axis=2), g.concat([past_v, v], axis=2)
@@ -248,6 +274,37 @@ def decode_inputs(size: str) -> tuple[InputSpec, ...]:
     return (
         InputSpec("input_ids", (1, 1), "int64", "integers", 0, VOCAB),
         InputSpec("position", (1,), "int64", "integers", length, length + 1),
+        InputSpec("past_keys", cache, "float32", "normal", 0.0, 1.0),
+        InputSpec("past_values", cache, "float32", "normal", 0.0, 1.0),
+    )
+
+
+# The real-shaped layers: a prefill of 32 tokens and one decode step over a KV cache of 128 (both fixed: the shapes
+# people deploy do not shrink for CI).
+REAL_LAYERS = {"llama-3.2-1b-layer": LLAMA_3_2_1B_LAYER, "qwen2.5-0.5b-layer": QWEN_2_5_0_5B_LAYER}
+REAL_PREFILL, REAL_CACHE = 32, 128
+
+
+def real_prefill(dims: Dims, size: str, seed: int, int8w: bool = False) -> onnx.ModelProto:
+    """One layer at ``dims`` over a prefill of REAL_PREFILL tokens (``size`` does not change it)."""
+    return prefill_graph(REAL_PREFILL, seed, int8w, dims)
+
+
+def real_decode(dims: Dims, size: str, seed: int, int8w: bool = False) -> onnx.ModelProto:
+    """One decode step of one layer at ``dims`` over a KV cache of REAL_CACHE slots (``size`` does not change it)."""
+    return decode_graph(REAL_CACHE, seed, int8w, dims)
+
+
+def real_prefill_inputs(dims: Dims, size: str) -> tuple[InputSpec, ...]:
+    return (InputSpec("input_ids", (1, REAL_PREFILL), "int64", "integers", 0, dims.vocab),)
+
+
+def real_decode_inputs(dims: Dims, size: str) -> tuple[InputSpec, ...]:
+    """The token after a prefill of REAL_PREFILL tokens: the cache's first REAL_PREFILL slots hold N(0, 1) values."""
+    cache = (dims.layers, 1, dims.kv_heads, REAL_CACHE, dims.head_dim)
+    return (
+        InputSpec("input_ids", (1, 1), "int64", "integers", 0, dims.vocab),
+        InputSpec("position", (1,), "int64", "integers", REAL_PREFILL, REAL_PREFILL + 1),
         InputSpec("past_keys", cache, "float32", "normal", 0.0, 1.0),
         InputSpec("past_values", cache, "float32", "normal", 0.0, 1.0),
     )
