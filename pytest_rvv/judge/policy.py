@@ -27,6 +27,8 @@ DEFAULT_TOLERANCES: dict[str, float] = {
     "static_instructions": EXACT,
     "static_vector": EXACT,
     "executed_dispatch_instructions": EXACT,
+    "executed_per_call_instructions": EXACT,
+    "executed_one_time_instructions": EXACT,
     "executed_dispatch_vector": EXACT,
     "iree_peak_bytes": EXACT,
     "est_cycles": EXACT,  # every est_cycles@<core>: deterministic (exact executed blocks, a fixed llvm-mca)
