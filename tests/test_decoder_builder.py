@@ -88,3 +88,18 @@ def test_the_real_shaped_layers_have_the_published_dims_and_are_not_run_unless_n
     models = builtin_models("ci")
     assert not models["llama-3.2-1b-layer-decode"].selected and models["llama-decode"].selected
     assert "llama-3.2-1b-layer-decode" in builtin_models("full")  # the same model at either size
+
+
+def test_real_layers_names_every_model_not_run_by_default():
+    from pathlib import Path
+
+    from pytest_rvv.config.settings import Settings
+
+    def given(name):
+        return lambda option: (name, Path.cwd()) if option.name == "models" else None
+
+    chosen = [m.name for m in Settings.resolve(given("real-layers"), {}, Path.cwd()).models]
+    assert chosen[:2] == ["llama-3.2-1b-layer-prefill", "llama-3.2-1b-layer-prefill-int8w"]
+    assert {"qwen2.5-0.5b-layer-decode-bf16", "llama-3.2-1b-layer-decode"} <= set(chosen) and len(chosen) == 10
+    default = [m.name for m in Settings.resolve(lambda option: None, {}, Path.cwd()).models]
+    assert not set(chosen) & set(default)

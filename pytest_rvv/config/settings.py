@@ -24,6 +24,7 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.model.registry import SIZES, builtin_models
 
 DEFAULT_TIMEOUT_S = 600.0
+UNSELECTED_MODELS = "real-layers"  # --rvv-models=real-layers: every model not run by default (the real-shaped layers)
 DEFAULT_MAX_SHARE_DROP = 5.0  # percentage points a model's vector share may fall (--rvv-max-vector-share-drop)
 
 
@@ -57,7 +58,8 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("targets", "comma-separated target names (default: all built-in targets)",
            table_key="default-targets", metavar="NAMES"),
-    Option("models", "comma-separated model names (default: all registered models)",
+    Option("models", f"comma-separated model names, or {UNSELECTED_MODELS} for the real-shaped decoder layers "
+           "(default: every registered model but those)",
            table_key="default-models", metavar="NAMES"),
     Option("size", "model size preset: ci (small inputs, fast under QEMU; default) or full",
            metavar="ci|full"),
@@ -274,8 +276,11 @@ def _models(given: _Given, table: Mapping[str, Any],
     user_models = {name: model_from_table(name, t, root) for name, t in _definitions(table, "models").items()}
     known = {**builtin_models(size), **user_models}
     every_name = frozenset({*builtin_models("ci"), *builtin_models("full"), *user_models})
+    given_names = [n for name in _names(given.value("models"))
+                   for n in ([m for m, model in known.items() if not model.selected] if name == UNSELECTED_MODELS
+                             else [name])]
     names = [n if n in known or f"{n}-full" not in known else f"{n}-full"
-             for n in _names(given.value("models")) or [n for n, m in known.items() if m.selected]]
+             for n in given_names or [n for n, m in known.items() if m.selected]]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ConfigError(f"--rvv-models: unknown model(s) {', '.join(unknown)}; known: {', '.join(known)}")
