@@ -32,7 +32,9 @@ MIN_VOTES = 2  # translation blocks that must agree on where a dispatch library 
 # and calls nothing voted 0xaa49c for llama-decode's library, which no instruction of it ran from; real: 0xabb37000)
 PAGE = 4096
 # Executed instructions counted by name per dispatch (RISC-V): vsetvl* reconfigurations and vrgather permutes, a
-# known cost of generic data-tiled code (re-set vtype per tile, gathers to pack); diagnostics, not in snapshots.
+# known cost of generic data-tiled code (re-set vtype per tile, gathers to pack); diagnostics, not in snapshots. With
+# them, "calls": how often the dispatch function was entered, one call per workgroup (local-sync runs them all on
+# one thread; the work a multi-threaded runtime can spread).
 WATCHED = {"vsetvl": ("vsetvli", "vsetivli", "vsetvl"),
            "vrgather": ("vrgather.vv", "vrgather.vx", "vrgather.vi", "vrgatherei16.vv")}
 _WATCHED = {m: name for name, mnemonics in WATCHED.items() for m in mnemonics}
@@ -203,6 +205,11 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
     per_dispatch: dict[str, Counter[str]] = {}
     watched: dict[str, Counter[str]] = {}
     for block, instructions, i in walk_blocks(counts, executables, arch, loaded):
+        first = instructions[i] if i < len(instructions) else None
+        if (arch == "riscv64" and first is not None and first.function != OUTSIDE
+                and (i == 0 or instructions[i - 1].function != first.function)):
+            # a block at a dispatch function's first instruction: one call, i.e. one workgroup of the dispatch
+            watched.setdefault(dispatch_key(first.function), Counter())["calls"] += block.execs
         for insn in instructions[i:i + block.n_insns]:
             cls = classify_riscv(insn.mnemonic)[0] if arch == "riscv64" else \
                 classify_aarch64(insn.mnemonic, insn.operands)[0]

@@ -97,6 +97,7 @@ def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], dict[str,
                 if total else None,
                 "vsetvl": sum(d.get("vsetvl", 0) for d in watched.values()),
                 "vrgather": sum(d.get("vrgather", 0) for d in watched.values()),
+                "workgroups": max((d.get("calls", 0) for k, d in watched.items() if "matmul" in k), default=None),
                 "est_vs_default": _ratio(_value(record, est), _value(base, est)),
                 "executed_vs_default": _ratio(executed, _value(base, EXECUTED)),
             }
@@ -142,9 +143,11 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         a, b = (entry["paths"].get(path, {}).get("est_cycles") for path in p.over)
         estimate = _ratio(a, b)
+        workgroups = [entry["paths"].get(path, {}).get("workgroups") for path in p.over]
         middle = (p.low + p.high) / 2
         rows.append({"row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,
                      "measured_high": p.high, "estimated": estimate, "source": p.source, "how": p.how,
+                     "workgroups": workgroups,
                      "error_percent": None if estimate is None else round(100 * (estimate / middle - 1), 1)})
     return rows
 
@@ -152,21 +155,23 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
-    lines = ["| Row | Shape | Ratio | Measured on X60 | Estimated (llvm-mca X60, 1 thread) | Error | Source |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| Row | Shape | Ratio | Measured on X60 | Estimated (llvm-mca X60, 1 thread) | Error | "
+             "Matmul workgroups (same ratio's paths) | Source |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         measured = f"{r['measured_low']:.2f}" + (f"-{r['measured_high']:.2f}" if r["measured_high"] != r[
             "measured_low"] else "")
         error = "-" if r["error_percent"] is None else f"{r['error_percent']:+.0f} %"
+        groups = " / ".join("-" if g is None else str(g) for g in r["workgroups"])
         lines.append(f"| {r['row']} | {r['shape']} | {r['ratio']} | {measured} | {_x(r['estimated'])} | {error} | "
-                     f"{r['source']}, {r['how']} |")
+                     f"{groups} | {r['source']}, {r['how']} |")
     return lines
 
 
 CALIBRATION_NOTE = (
     "The estimate is one thread, every load an L1 hit (llvm-mca per executed block); iree issue 24932 times 8 "
     "threads. A ratio of two paths cancels the clock and, when both paths split the work alike, the threads; it "
-    "does not cancel cache misses, which grow with the shape.")
+    "does not cancel cache misses, which grow with the shape, nor the cost of scheduling each workgroup (counted: "
+    "calls of the matmul dispatch, one per workgroup).")
 
 
 def figure(plt: Any, entries: list[dict[str, Any]]) -> Any:
