@@ -101,9 +101,11 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["rvv: kernel suite: 8 cells (f32, i8)",
                                  "*test_kernel_matches_reference*mm-i8-64x64x64-rv64gcv-zvl256b-inner*PASSED*",
-                                 "*rvv kernel dashboard*", "| Row | Shape | default est. Mcycles per call (vs default)*",
+                                 "*rvv kernel dashboard*",
+                                 "| Row | Shape | default est. Mcycles per call (vs default)*",
                                  "| f32 | 64x64x64 | * | * | * | * | *x | *x |*",
-                                 "| f32 | 64x64x64 | inner-tiled / mmt4d | 1.02-1.07 | *x | * % | * / * | iree issue 24932*"])
+                                 "| f32 | 64x64x64 | inner-tiled / mmt4d | 1.02-1.07 | *x | * % | * / * | "
+                                 "iree issue 24932*"])
     document = json.loads((report / "results.json").read_text())
     entries = {(e["row"], e["shape"]): e for e in document["kernels"]["dashboard"]}
     i8 = entries[("i8", "64x64x64")]["paths"]

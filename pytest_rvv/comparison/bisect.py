@@ -85,8 +85,10 @@ def run_selection_failing(build: Path, pytest_args: Sequence[str], cwd: Path) ->
 
 _FAILED = re.compile(r"^FAILED (\S+?)(?: - .*)?$")
 _CELL = re.compile(r"\[([^\]]+)\]$")
-# the gate's dispatch lines (judge/gate.py): what a failing cell's dispatches did
-_DISPATCH_LINE = re.compile(r"^\s*(\S+: (?:executes \d+ -> \d+ instructions|was vectorized \(.*\), now scalar).*)$")
+# the gate's dispatch verdicts (judge/gate.py), wherever a failure prints them (one per line, or joined with "; ")
+_DISPATCH_LINE = re.compile(r"(?:^|[\s;:(])(dispatch_[\w.]+|_encoding_[\w.]+): "
+                            r"(executes \d+ -> \d+ instructions \([^)]*\)"
+                            r"|was vectorized \([^)]*\), now scalar \([^)]*\))")
 
 
 def failing_cells(output: str, shown: int = 12) -> tuple[str, ...]:
@@ -96,7 +98,7 @@ def failing_cells(output: str, shown: int = 12) -> tuple[str, ...]:
     for line in output.splitlines():
         if (failed := _FAILED.match(line.strip())) and (cell := _CELL.search(failed.group(1))):
             found.append(f"{cell.group(1)} ({failed.group(1).split('::')[-1].split('[')[0]})")
-    dispatches = list(dict.fromkeys(m.group(1) for line in output.splitlines() if (m := _DISPATCH_LINE.match(line))))
+    dispatches = list(dict.fromkeys(f"{m.group(1)}: {m.group(2)}" for m in _DISPATCH_LINE.finditer(output)))
     return tuple(dict.fromkeys(found)) + tuple(f"  {d}" for d in dispatches[:shown])
 
 
