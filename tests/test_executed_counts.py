@@ -181,3 +181,25 @@ def test_counts_do_not_follow_where_the_runtime_lies(tmp_path):
     finally:
         shutil.rmtree(short)
     assert here.snapshot("s", "t") == there.snapshot("s", "t")
+
+
+def test_a_base_voted_from_other_code_is_refused_and_the_real_one_kept(tmp_path):
+    """A run that loads a module and calls nothing can vote a page-aligned load base from a few runtime blocks whose
+    first bytes also occur in the library (mobilenetv3-cls on rv64gcv-zvl512b: 23 instructions voted 0x89000); that
+    base put 1.33 M instructions of the runtime's weight copy inside the library's range. Here: the real library of a
+    compiled kernel, two blocks copied from its .text at such a base, and the runtime's own blocks around them."""
+    from pytest_rvv.config.kernels import kernels
+    from pytest_rvv.measure.counts import PAGE, Block, _Library
+
+    session = RvvSession(Settings.resolve(lambda option: None, {}, tmp_path))
+    cell = next(c for c in kernels({}, "64x64x64,f32", BUILTIN_TARGETS).cells if c.path == "default")
+    library = _Library.load(session.artifact(cell.model, cell.target).executables[0], "riscv64")
+    base = 0x89000
+    assert base % PAGE == 0
+    offsets = [at for at in range(0, len(library.text) - 16, 2)
+               if len(library._offsets.get(library.text[at:at + 8], ())) == 1][:2]
+    voters = [Block(base + library.text_vaddr + at, 4, 1, 0, 0, 0, library.text[at:at + 16]) for at in offsets]
+    runtime = [Block(base + library.text_vaddr + at + 2, 50, 1000, 0, 0, 0, bytes(range(16)))
+               for at in range(64, min(len(library.text), 4000), 200)]
+    assert library.load_base(voters) == base  # alone, two matching blocks are a vote
+    assert library.load_base(voters + runtime) is None  # among the runtime's blocks, they are not the library
