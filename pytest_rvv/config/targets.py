@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.config.cores import Core, core, default_cores
-from pytest_rvv.config.paths import DATA_TILING, DEFAULT, PATHS, UKERNELS_MMT4D, on_path, path_of, without_path
+from pytest_rvv.config.paths import DEFAULT, PATHS, on_path, path_of, without_path
 
 RISCV64 = "riscv64"
 AARCH64 = "aarch64"
@@ -34,7 +34,6 @@ RVA23U64_FEATURES = (
     "+zihintpause", "+zimop", "+zcmop", "+zawrs", "+zicbom", "+zicbop", "+zicboz", "+zvbb", "+zvkt", "+zvfhmin",
     "+zvfh", "+zvfbfmin",
 )
-DATA_TILING_UKERNELS = (DATA_TILING, UKERNELS_MMT4D)
 
 # What QEMU's riscv64 CPUs enable, measured with QEMU 10.0.2: `qemu-riscv64 -cpu CPU` running a static riscv64
 # program that prints /proc/cpuinfo, whose `isa` line is QEMU's riscv_isa_string (every enabled extension). Only
@@ -161,11 +160,15 @@ class Target:
                                   f"estimate it from a target at vlen={c.vlen}")
         return cores
 
+    @property
+    def machine_key(self) -> tuple[Any, ...]:
+        """What decides where code compiled for this target runs: architecture, features, CPU, ABI, the emulated CPU
+        and the board (flags such as a matmul path change the code, not what runs it)."""
+        return self.arch, self.features, self.cpu, self.triple, self.abi, self.emulator_cpu, self.board
+
     def runs_as(self, other: Target) -> bool:
-        """True when code compiled for ``other`` runs right where this target runs: the same architecture, features,
-        CPU and emulated CPU (flags such as a matmul path change the code, not what runs it)."""
-        return (self.arch, self.features, self.cpu, self.triple, self.abi, self.emulator_cpu, self.board) == (
-            other.arch, other.features, other.cpu, other.triple, other.abi, other.emulator_cpu, other.board)
+        """True when code compiled for ``other`` runs right where this target runs (the same ``machine_key``)."""
+        return self.machine_key == other.machine_key
 
     @property
     def path(self) -> str:
@@ -488,7 +491,7 @@ def path_twins(targets: Mapping[str, Target]) -> dict[str, dict[str, str]]:
     no default twin is keyed by its first member's name."""
     families: dict[tuple[Any, ...], dict[str, str]] = {}
     for t in targets.values():
-        key = (t.arch, t.features, t.emulator_cpu, t.cpu, without_path(t.extra_flags), t.board)
+        key = (t.machine_key, without_path(t.extra_flags))
         families.setdefault(key, {}).setdefault(t.path, t.name)
     return {paths.get(DEFAULT, next(iter(paths.values()))): paths for paths in families.values() if len(paths) > 1}
 

@@ -181,8 +181,7 @@ class _Library:
 
     def _holds(self, block: Block, base: int) -> bool:
         """True when ``block``'s first bytes are this library's bytes where ``base`` puts the block."""
-        at = block.vaddr - base - self.text_vaddr
-        return self.text.startswith(block.head, at) if block.head else True
+        return self.text.startswith(block.head, block.vaddr - base - self.text_vaddr)
 
 
 @functools.lru_cache(maxsize=16)

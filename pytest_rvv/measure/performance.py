@@ -50,6 +50,13 @@ class PerfResult:
                 | ({"one_time": self.one_time, "silicon_one_time": self.silicon_one_time} if self.one_time else {}))
 
 
+def per_call_cycles(record: dict[str, Any], core: str) -> float | None:
+    """Estimated cycles of one call on ``core`` from a record (``PerfResult.as_json``): the run's, less what loading
+    the module does once."""
+    total = record.get("metrics", {}).get(silicon_metric(core))
+    return None if total is None else total - record.get("silicon_one_time", {}).get(core, 0)
+
+
 def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:
     total = 0
     for elf in executables:

@@ -14,6 +14,7 @@ from typing import Any
 from pytest_rvv.config.kernels import KernelCell
 from pytest_rvv.config.paths import DEFAULT, PATHS
 from pytest_rvv.measure.metrics import silicon_metric
+from pytest_rvv.measure.performance import per_call_cycles
 
 CORE = "spacemit-x60"  # the VLEN-256 family's core: every kernel row is estimated on it
 EXECUTED = "executed_dispatch_instructions"
@@ -62,9 +63,7 @@ def _value(record: dict[str, Any] | None, metric: str) -> float | None:
     metrics = record.get("metrics", {})
     if metric == EXECUTED:
         return metrics.get(PER_CALL, metrics.get(EXECUTED))
-    value = metrics.get(metric)
-    core = metric.partition("@")[2]
-    return None if value is None else value - record.get("silicon_one_time", {}).get(core, 0)
+    return per_call_cycles(record, metric.partition("@")[2])
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

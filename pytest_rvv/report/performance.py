@@ -21,6 +21,7 @@ from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.judge.baselines import write_baselines
 from pytest_rvv.judge.policy import tolerances
 from pytest_rvv.measure.metrics import SILICON, silicon_metric, split
+from pytest_rvv.measure.performance import per_call_cycles
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
 from pytest_rvv.session import RvvSession
@@ -106,12 +107,6 @@ def _static_share(metrics: dict[str, Any]) -> float | None:
     return 100 * metrics.get("static_vector", 0) / metrics["static_instructions"]
 
 
-def _per_call(record: dict[str, Any], core: Core) -> float | None:
-    """Estimated cycles of one call on ``core``: the run's, less what loading the module does once."""
-    total = record["metrics"].get(silicon_metric(core.name))
-    return None if total is None else total - record.get("silicon_one_time", {}).get(core.name, 0)
-
-
 def microkernel_table(rows: dict[tuple[str, str], dict[str, Any]], pairs: list[tuple[str, str]]) -> list[str]:
     """Default path vs data-tiled microkernel path per model x pair: each metric both ways and the ratio
     (microkernel / default; below 1 is less)."""
@@ -130,7 +125,7 @@ def microkernel_table(rows: dict[tuple[str, str], dict[str, Any]], pairs: list[t
             cells = [model, f"{default} -> {tiled}"]
             values = [((a.get(metric), b.get(metric)) if metric else (_static_share(a), _static_share(b)), scale)
                       for _, metric, scale in MICROKERNEL_METRICS]
-            values += [((_per_call(rows[(model, default)], c), _per_call(rows[(model, tiled)], c)), 1e6)
+            values += [(tuple(per_call_cycles(rows[(model, t)], c.name) for t in (default, tiled)), 1e6)
                        for c in estimated]
             for (before, after), scale in values:
                 shown = [("-" if v is None else f"{v / scale:.2f}" if scale else f"{v:.1f}") for v in (before, after)]

@@ -65,7 +65,10 @@ class Toolchain:
         return compiler_date(self.compiler_version)
 
     def lacks(self, flags: tuple[str, ...]) -> tuple[str, ...]:
-        """The flags (``--name`` or ``--name=value``) this iree-compile's ``--help`` does not list."""
+        """The flags (``--name`` or ``--name=value``) this iree-compile's ``--help`` does not list (no flags: none, and
+        iree-compile is not asked: every default-path target's compile comes here)."""
+        if not flags:
+            return ()
         listed = _compiler_help(self.iree_compile)
         return tuple(f for f in flags if f.split("=")[0] not in listed)
 
