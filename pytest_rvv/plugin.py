@@ -20,7 +20,7 @@ from pytest_rvv.base.record import leave
 from pytest_rvv.base.stages import StageProfile
 from pytest_rvv.base.store import check_writable
 from pytest_rvv.base.tools import default_tools_dir
-from pytest_rvv.comparison.report import ComparisonSummary
+from pytest_rvv.comparison.summary import ComparisonSummary
 from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
 from pytest_rvv.config.targets import Target
 from pytest_rvv.conformance.node_tests import node_tests, select
@@ -131,7 +131,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[DURATIONS_KEY] = durations
     if reference is not None:
         config.stash[REFERENCE_KEY] = RvvSession(settings, toolchain=reference, reference=True)
-    config.pluginmanager.register(ComparisonSummary(config.getoption("rvv_report")),
+    config.pluginmanager.register(ComparisonSummary(config.getoption("rvv_report"),
+                                                    settings.kernels.cells if settings.kernels else ()),
                                   "rvv-toolchain-comparison")
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "rvv-fixtures")

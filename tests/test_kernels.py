@@ -90,7 +90,7 @@ def test_without_a_selection_the_kernel_suite_is_deselected_and_says_how_to_run_
     result = kernel_project.run("kernels")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.stdout.fnmatch_lines(["rvv: kernel suite (suites/kernels/): not selected; --rvv-kernels=ci (iree issue "
-                                 "24932's shapes, every row and path), decode, llm or all runs it", "*3 deselected*"])
+                                 "24932's shapes, every row and path), decode, llm or all runs it", "*4 deselected*"])
 
 
 def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_project, tmp_path):
@@ -114,6 +114,32 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
     assert i8["default"]["est_vs_default"] == 1.0
     calibrated = document["kernels"]["calibration"][0]
     assert calibrated["row"] == "f32" and all(count >= 1 for count in calibrated["workgroups"])
+
+
+def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_ranked_by_added_work(kernel_project,
+                                                                                                       tmp_path):
+    """iree-base-compiler 3.12.0 (reference) vs the installed 3.13.0 on 64x64x64 f32, every path: each cell's call
+    before and after, in the terminal, comparison.md, the A/B page and results.json, most added work first."""
+    report = tmp_path / "report"
+    result = kernel_project.run("kernels", "--rvv-kernels=64x64x64,f32", "-k", "adds_no_work",
+                                "--rvv-compare=iree-base-compiler==3.12.0", "--rvv-compare-report-only",
+                                f"--rvv-report={report}")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*rvv kernel dashboard: one call, reference -> under test (most added work first)*",
+        "| Verdict | Row | Shape | Path | Executed per call (k), reference -> under test | Est. spacemit-x60 "
+        "Mcycles per call | Path / default est., reference -> under test |",
+        "|---|---|---|---|---|---|---|", "| * | f32 | 64x64x64 | * | * -> * | * -> * | *x -> *x |"])
+    changes = json.loads((report / "results.json").read_text())["kernels"]["comparison"]
+    assert sorted(c["path"] for c in changes) == sorted(["default", "data-tiled", "mmt4d", "inner-tiled"])
+    added = [c["added_percent"] for c in changes]
+    assert added == sorted(added, reverse=True)
+    for c in changes:  # both sides really ran and were estimated; the default path is its own unit
+        assert all(v > 0 for v in c["executed"] + c["est_cycles"])
+        assert c["added_percent"] == round(100 * (c["executed"][1] - c["executed"][0]) / c["executed"][0], 2)
+    assert next(c for c in changes if c["path"] == "default")["vs_default"] == [1.0, 1.0]
+    assert "Kernels: one call, reference -&gt; under test" in (report / "index.html").read_text()
+    assert "## Kernels: one call, reference -> under test" in (report / "comparison.md").read_text()
 
 
 def test_the_dashboard_ranks_nothing_it_did_not_measure():

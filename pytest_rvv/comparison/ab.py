@@ -22,7 +22,7 @@ from pytest_rvv.judge.verdict import PerfVerdict, judge
 from pytest_rvv.measure.asmdiff import dispatch_listing, mnemonic_changes, unified
 from pytest_rvv.measure.matching import match_dispatches, pair_name
 from pytest_rvv.measure.metrics import MACHINE_BOUND, PORTABLE, split
-from pytest_rvv.measure.performance import PerfResult, TimedRuns, compile_side
+from pytest_rvv.measure.performance import PerfResult, TimedRuns, compile_side, per_call_cycles
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.runner import Runner
@@ -90,6 +90,18 @@ class ToolchainComparison:
         return None
 
     @property
+    def per_call(self) -> dict[str, Any] | None:
+        """The work of one call, [reference, under test]: executed instructions and estimated cycles per core, the
+        module load's once-only work left out (the kernel dashboard's before/after)."""
+        if self.results is None:
+            return None
+        now, before = (r.as_json() for r in self.results)
+        executed = [r["metrics"].get("executed_per_call_instructions") for r in (before, now)]
+        cores = sorted(set(before.get("silicon", {})) & set(now.get("silicon", {})))
+        return {"executed": executed if None not in executed else None,
+                "cycles": {core: [per_call_cycles(before, core), per_call_cycles(now, core)] for core in cores}}
+
+    @property
     def time_ratio(self) -> tuple[float, float, float] | None:
         """Under test / reference CPU time: of the fastest runs, and the spread over the interleaved pairs."""
         if self.results is None:
@@ -103,7 +115,8 @@ class ToolchainComparison:
     def summary(self) -> dict[str, Any]:
         """What the terminal summary and reports show (plain data: it crosses xdist)."""
         return {"model": self.model, "target": self.target, "under_test": self.under_test,
-                "reference": self.reference, "work": self.work, "counted": self.counted, "time": self.time_ratio,
+                "reference": self.reference, "work": self.work, "per_call": self.per_call, "counted": self.counted,
+                "time": self.time_ratio,
                 "dispatches": [(c.name, c.before["instructions"], c.after["instructions"]) for c in self.changes[:3]],
                 "changed": len(self.changes), "churn": self.churn, "unmatched": len(self.unmatched),
                 "regressions": self.regressions, "improvements": self.improvements, "notes": self.notes}

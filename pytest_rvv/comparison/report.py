@@ -8,9 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.judge.gate import delta_text
 
@@ -73,9 +70,12 @@ def comparison_lines(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def write_comparison(directory: Path, records: list[dict[str, Any]]) -> Path:
-    """``comparison.md``: the ranked lines, then every model x target's full comparison (asm diff included)."""
+def write_comparison(directory: Path, records: list[dict[str, Any]], kernel_table: list[str] = ()) -> Path:
+    """``comparison.md``: the ranked lines, the kernel dashboard before/after, then every model x target's full
+    comparison (asm diff included)."""
     parts = ["# pytest-rvv toolchain comparison", "", "```", *comparison_lines(records), "```"]
+    if kernel_table:
+        parts += ["", "## Kernels: one call, reference -> under test (most added work first)", "", *kernel_table]
     for record in ranked(records):
         if record.get("detail"):
             parts += ["", f"## {record['model']} on {record['target']}: {comparison_status(record)}", "", "```",
@@ -84,24 +84,3 @@ def write_comparison(directory: Path, records: list[dict[str, Any]]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, ("\n".join(parts) + "\n").encode())
     return path
-
-
-class ComparisonSummary:
-    """Collects comparisons from test reports (controller side) and prints them ranked."""
-
-    def __init__(self, report_dir: str | None = None) -> None:
-        self.records: list[dict[str, Any]] = []
-        self.report_dir = report_dir
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "call" and (comparison := Record.of(report).comparison) is not None:
-            self.records.append(comparison)
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.records:
-            return
-        terminalreporter.section("rvv toolchain comparison (most added work first)", sep="-")
-        for line in comparison_lines(self.records):
-            terminalreporter.write_line(line)
-        if self.report_dir and not hasattr(terminalreporter.config, "workerinput"):
-            terminalreporter.write_line(f"report: {write_comparison(Path(self.report_dir), self.records)}")

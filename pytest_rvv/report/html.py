@@ -23,6 +23,7 @@ import pytest
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.comparison.kernels import kernel_changes_table
 from pytest_rvv.comparison.report import added_by_dispatch, added_work, comparison_status, ranked
 from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.judge.baselines import PERF_BASELINES
@@ -129,7 +130,7 @@ class RunReport:
         write_results(self.directory, results(run, [
             {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in self.tests],
             perf, self.perf_rows, dict(self.session.settings.known_targets), self.lanes,
-            self._plugin("rvv-performance", "kernels", [])))
+            self._plugin("rvv-performance", "kernels", []), self._plugin("rvv-toolchain-comparison", "kernels", [])))
         grid = [["model", *self.targets()]] + [[model, *(self._cell_text(model, t) for t in self.targets())]
                                                for model in self.rows()]
         failures = [(t["nodeid"], (t["longrepr"].strip().splitlines() or [""])[0][:200]) for t in self.tests
@@ -210,6 +211,8 @@ class RunReport:
         kernel_rows = [[c.strip() for c in line.strip("|").split("|")] for line in kernels.dashboard_table(entries)]
         calibrated = [[c.strip() for c in line.strip("|").split("|")]
                       for line in kernels.calibration_table(kernels.calibration(entries))]
+        kernel_changes = [[c.strip() for c in line.strip("|").split("|")]
+                          for line in kernel_changes_table(self._plugin("rvv-toolchain-comparison", "kernels", []))]
         cells = []
         for model in self.rows():
             for target in self.targets():
@@ -239,7 +242,8 @@ class RunReport:
             microkernels=microkernels, kernel_rows=kernel_rows, calibrated=calibrated,
             calibration_note=kernels.CALIBRATION_NOTE,
             plots=plots(perf, vectorization, self.lanes, pairs, entries, comparisons),
-            comparisons=comparisons, statuses=compared,
+            comparisons=comparisons, statuses=compared, kernel_changes=kernel_changes,
+            compared_class=COMPARED_CLASS,
             failures=[t for t in self.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in self.tests) for o in ORDER}, anchor=anchor)
 

@@ -11,12 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_rvv.config.kernels import KernelCell
+from pytest_rvv.config.kernels import CORE, KernelCell
 from pytest_rvv.config.paths import DEFAULT, PATHS
 from pytest_rvv.measure.metrics import silicon_metric
 from pytest_rvv.measure.performance import per_call_cycles
 
-CORE = "spacemit-x60"  # the VLEN-256 family's core: every kernel row is estimated on it
 EXECUTED = "executed_dispatch_instructions"
 PER_CALL = "executed_per_call_instructions"
 ONE_TIME = "executed_one_time_instructions"

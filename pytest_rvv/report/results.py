@@ -7,7 +7,8 @@
      "tests": [{"nodeid", "outcome", "model", "target", "check"}],
      "metrics": [{"model", "target", "metric", "value", "unit", "kind", "verdict", "baseline",
                   "machine", "toolchain"}],
-     "kernels": {"dashboard": [...], "calibration": [...]}}   # only when the kernel suite ran
+     "kernels": {"dashboard": [...], "calibration": [...],    # only when the kernel suite ran
+                 "comparison": [...]}}                         # and was compared (--rvv-compare)
 
 
 ``outcome`` is passed, failed, error, could-not-run (no runtime loads the toolchain's modules), skipped,
@@ -36,7 +37,8 @@ SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[str, str], dict[str, Any]],
             rows: dict[tuple[str, str], list[Any]], targets: dict[str, Target],
             lanes: dict[tuple[str, str], dict[str, Any]] | None = None,
-            kernels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            kernels: list[dict[str, Any]] | None = None,
+            kernel_changes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The results document: one record per test and one per model x target x metric.
 
     Lane occupancy (of the executed-vectorization runs of a report) is a diagnostic record, never judged.
@@ -59,8 +61,10 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
                         "verdict": None, "baseline": None, "machine": run["machine"]["name"],
                         "toolchain": record["toolchain"]})
     document = {"schema": SCHEMA, "run": run, "tests": tests, "metrics": metrics}
-    if kernels:
-        document["kernels"] = {"dashboard": kernels, "calibration": calibration(kernels)}
+    if kernels or kernel_changes:
+        document["kernels"] = {"dashboard": kernels or [], "calibration": calibration(kernels or [])}
+    if kernel_changes:  # a toolchain comparison over the kernel suite: each cell's call, before and after
+        document["kernels"]["comparison"] = kernel_changes
     return document
 
 

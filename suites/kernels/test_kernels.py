@@ -27,3 +27,10 @@ def test_kernel_still_vectorized_when_run(rvv_executed_vectorization):
 @pytest.mark.rvv_check("performance")
 def test_kernel_no_more_work(rvv_performance):
     rvv_performance()
+
+
+@pytest.mark.rvv_kernels
+def test_kernel_toolchain_under_test_adds_no_work(rvv_toolchain_comparison):
+    """Only with --rvv-compare=SPEC (deselected otherwise): the cell with both toolchains, failing on added work; the
+    dashboard before/after ranks every row x shape x path by the work one call adds."""
+    rvv_toolchain_comparison()
