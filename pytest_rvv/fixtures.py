@@ -26,9 +26,10 @@ from pytest_rvv.judge.applicable import applicable_baselines
 from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.judge.expectations import load_node_lists, node_compiled_alone, node_lists_path
 from pytest_rvv.judge.gate import GateResult
-from pytest_rvv.judge.policy import tolerances
+from pytest_rvv.judge.policy import ESTIMATOR_TOLERANCE_PERCENT, tolerances
 from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
 from pytest_rvv.judge.verdict import judge
+from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming, calibrate
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY
 from pytest_rvv.measure.performance import PerfResult, measure_performance
@@ -274,6 +275,27 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
                         + "\n".join(f"  {line}" for line in failures) + f"\n{comparison.render()}\n"
                         f"reproducer: {readme}", pytrace=False)
         return comparison
+
+    return check
+
+
+@pytest.fixture
+def rvv_instruction_calibration(rvv_session: RvvSession, record_property: Any
+                                ) -> Callable[[InstructionTiming], InstructionCalibration]:
+    """Hold the silicon estimator against one published per-instruction measurement (measure/calibration.py): fails
+    when its cycles per instruction differ by more than ``ESTIMATOR_TOLERANCE_PERCENT``."""
+
+    def check(timing: InstructionTiming) -> InstructionCalibration:
+        try:
+            (found,) = calibrate((timing,), rvv_session.store)
+        except ToolMissing as exc:
+            pytest.skip(str(exc))
+        leave(record_property, estimator=found.as_json())
+        if abs(found.error_percent) > ESTIMATOR_TOLERANCE_PERCENT:
+            pytest.fail(f"{timing.core} {timing.name}: estimated {found.estimated:.2f} cycles per instruction, "
+                        f"measured {timing.cycles:.2f} ({found.error_percent:+.0f} %, allowed "
+                        f"+-{ESTIMATOR_TOLERANCE_PERCENT:g} %; {found.llvm_mca}); {timing.source}", pytrace=False)
+        return found
 
     return check
 

@@ -21,6 +21,7 @@ from pytest_rvv.base.stages import StageProfile
 from pytest_rvv.base.store import check_writable
 from pytest_rvv.base.tools import default_tools_dir
 from pytest_rvv.comparison.summary import ComparisonSummary
+from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
 from pytest_rvv.config.targets import Target
 from pytest_rvv.conformance.node_tests import node_tests, select
@@ -29,6 +30,7 @@ from pytest_rvv.fixtures import REFERENCE_KEY, SESSION_KEY
 from pytest_rvv.judge.applicable import MACHINES, recorded_toolchains
 from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.judge.expectations import ExpectedFailure, ExpectedFailureUpdater, load_expected_failures, phase_of
+from pytest_rvv.measure.calibration import InstructionTiming
 from pytest_rvv.model.model import Model
 from pytest_rvv.report.agreement import AgreementSummary
 from pytest_rvv.report.html import CHECKS, RunReport
@@ -384,6 +386,10 @@ def _record_cell(item: pytest.Item, report: pytest.TestReport) -> None:
     if params is None or not deciding:
         return
     model, target = params.params.get("rvv_model"), params.params.get("rvv_target")
+    timing = params.params.get("timing")
+    if isinstance(timing, InstructionTiming):  # the estimator's row, in the column of the core's VLEN family
+        leave(report, cell=(f"estimator vs {timing.core}", f"rv64gcv-zvl{CORES[timing.core].vlen}b", "estimator"))
+        return
     if not isinstance(target, Target):
         return
     module = Path(str(item.fspath)).stem

@@ -38,6 +38,7 @@ class Record:
     storage_fault: str | None = None  # the one line of a storage fault that stopped the test
     could_not_run: str | None = None  # why the test's toolchain could not run its cell
     compared: bool = False  # the test compared toolchains (--rvv-compare)
+    estimator: dict[str, Any] | None = None  # the estimator against one published instruction timing
 
     @classmethod
     def of(cls, report: Any) -> Record:

@@ -29,6 +29,7 @@ from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
+from pytest_rvv.report.estimator import estimator_table
 from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.performance import (
     hot_dispatches,
@@ -130,7 +131,8 @@ class RunReport:
         write_results(self.directory, results(run, [
             {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in self.tests],
             perf, self.perf_rows, dict(self.session.settings.known_targets), self.lanes,
-            self._plugin("rvv-performance", "kernels", []), self._plugin("rvv-toolchain-comparison", "kernels", [])))
+            self._plugin("rvv-performance", "kernels", []), self._plugin("rvv-toolchain-comparison", "kernels", []),
+            self._plugin("rvv-performance", "estimator", [])))
         grid = [["model", *self.targets()]] + [[model, *(self._cell_text(model, t) for t in self.targets())]
                                                for model in self.rows()]
         failures = [(t["nodeid"], (t["longrepr"].strip().splitlines() or [""])[0][:200]) for t in self.tests
@@ -243,7 +245,9 @@ class RunReport:
             calibration_note=kernels.CALIBRATION_NOTE,
             plots=plots(perf, vectorization, self.lanes, pairs, entries, comparisons),
             comparisons=comparisons, statuses=compared, kernel_changes=kernel_changes,
-            compared_class=COMPARED_CLASS,
+            compared_class=COMPARED_CLASS, estimator=[[c.strip() for c in line.strip("|").split("|")]
+                                                      for line in estimator_table(
+                                                          self._plugin("rvv-performance", "estimator", []))],
             failures=[t for t in self.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in self.tests) for o in ORDER}, anchor=anchor)
 

@@ -24,6 +24,7 @@ from pytest_rvv.measure.metrics import SILICON, silicon_metric, split
 from pytest_rvv.measure.performance import per_call_cycles
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
+from pytest_rvv.report.estimator import estimator_summary, estimator_table
 from pytest_rvv.session import RvvSession
 
 
@@ -192,7 +193,8 @@ def kernel_lines(entries: list[dict[str, Any]]) -> list[str]:
 
 
 def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]],
-                 pairs: Sequence[tuple[str, str]] = (), entries: list[dict[str, Any]] | None = None) -> list[Path]:
+                 pairs: Sequence[tuple[str, str]] = (), entries: list[dict[str, Any]] | None = None,
+                 estimator: list[dict[str, Any]] | None = None) -> list[Path]:
     """JSON, Markdown and PNG plots (matplotlib, Agg backend) of the collected results; ``pairs`` are the
     (default, microkernel) target pairs compared side by side."""
     import matplotlib
@@ -209,6 +211,9 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]],
                      f"Estimates: {WHAT_IT_IS}."]
     if entries:
         markdown += ["", *kernel_lines(entries)]
+    if estimator:
+        markdown += ["", "## The estimator per instruction against published silicon", "",
+                     *estimator_table(estimator)]
     if hot := hot_dispatches(rows):
         markdown += ["", "## Where the silicon would spend its time (estimated cycles)", "",
                      f"Estimates: {WHAT_IT_IS}.", "", *hot]
@@ -304,6 +309,7 @@ class PerformanceCollector:
         self.lines: list[str] = []
         self.notes: dict[str, list[str]] = {}  # the same note on many tests is shown once, with a count
         self.improvements: list[str] = []
+        self.estimator: list[dict[str, Any]] = []  # the estimator against published instruction timings
         self.pairs = microkernel_pairs(session.settings.known_targets)
         self.kernel_cells = session.settings.kernels.cells if session.settings.kernels else ()
 
@@ -321,6 +327,8 @@ class PerformanceCollector:
             for note in record.notes:
                 self.notes.setdefault(_generic(note), []).append(note)
             self.improvements += record.improvements
+            if record.estimator is not None:
+                self.estimator.append(record.estimator)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.rows:
@@ -332,10 +340,15 @@ class PerformanceCollector:
                                           lambda target, metrics: split(metrics, known[target]), ratios)
         report_dir = self.config.getoption("rvv_report")
         if report_dir:
-            for path in write_report(Path(report_dir), self.rows, self.pairs, self.kernels):
+            for path in write_report(Path(report_dir), self.rows, self.pairs, self.kernels, self.estimator):
                 self.lines.append(f"report: {path}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.estimator:
+            terminalreporter.section("rvv estimator vs silicon, per instruction", sep="-")
+            lines = estimator_table(self.estimator) if self.config.option.verbose > 0 else []
+            for line in [*lines, estimator_summary(self.estimator)]:
+                terminalreporter.write_line(line)
         if not self.rows:
             return
         terminalreporter.section("rvv performance (Table 1)", sep="-")

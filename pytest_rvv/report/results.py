@@ -8,7 +8,9 @@
      "metrics": [{"model", "target", "metric", "value", "unit", "kind", "verdict", "baseline",
                   "machine", "toolchain"}],
      "kernels": {"dashboard": [...], "calibration": [...],    # only when the kernel suite ran
-                 "comparison": [...]}}                         # and was compared (--rvv-compare)
+                 "comparison": [...]},                         # and was compared (--rvv-compare)
+     "estimator": [{"core", "instruction", "sew", "lmul", "measured", "estimated", "error_percent", "source",
+                    "llvm_mca"}]}                               # when the estimator's tests ran
 
 
 ``outcome`` is passed, failed, error, could-not-run (no runtime loads the toolchain's modules), skipped,
@@ -38,7 +40,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
             rows: dict[tuple[str, str], list[Any]], targets: dict[str, Target],
             lanes: dict[tuple[str, str], dict[str, Any]] | None = None,
             kernels: list[dict[str, Any]] | None = None,
-            kernel_changes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            kernel_changes: list[dict[str, Any]] | None = None,
+            estimator: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The results document: one record per test and one per model x target x metric.
 
     Lane occupancy (of the executed-vectorization runs of a report) is a diagnostic record, never judged.
@@ -63,6 +66,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
     document = {"schema": SCHEMA, "run": run, "tests": tests, "metrics": metrics}
     if kernels or kernel_changes:
         document["kernels"] = {"dashboard": kernels or [], "calibration": calibration(kernels or [])}
+    if estimator:  # the silicon estimator against published instruction timings (suites/performance/test_estimator.py)
+        document["estimator"] = estimator
     if kernel_changes:  # a toolchain comparison over the kernel suite: each cell's call, before and after
         document["kernels"]["comparison"] = kernel_changes
     return document
