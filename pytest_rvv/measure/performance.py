@@ -16,7 +16,7 @@ from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
 from pytest_rvv.measure.metrics import silicon_metric
-from pytest_rvv.measure.silicon import estimate_once
+from pytest_rvv.measure.silicon import SiliconEstimate, estimate_once
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.run.recorded import PLAIN, rss_probe
 from pytest_rvv.session import Cell
@@ -159,30 +159,27 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
     result.one_time = one_time
     result.executed = executed.snapshot(cell.model.name, cell.target.name)
     result.watched = executed.attribution.get("watched", {})
-    _estimate(cell, executed, result)
-    if one_time:  # the per-call estimate is the run's less the load's (the same blocks, estimated once)
-        once = PerfResult(result.model, result.target)
-        _estimate(cell, loaded, once)
-        result.silicon_one_time = {core: sum(cycles.values()) for core, cycles in once.silicon.items()}
-
-
-def _estimate(cell: Cell, executed: ExecutedMeasurement, result: PerfResult) -> None:
-    """Estimated silicon cycles on the target's cores (llvm-mca), a portable metric per core."""
-    target, artifact = cell.target, cell.artifact
-    if not target.cores():
-        return
-    try:
-        assert executed.run.counts is not None
-        with cell.stages.time("estimate"):
-            estimates = estimate_once(executed.counts, executed.run.counts, artifact.executables, target.arch,
-                                      target.cores(), cell.store)
-    except ToolMissing as exc:
-        result.notes.append(f"no silicon estimates: {exc}")
-        return
-    for name, found in estimates.items():
+    for name, found in _estimates(cell, executed, result.notes).items():
         result.metrics[silicon_metric(name)] = found.total
         result.silicon[name] = found.dispatches
         result.toolchain["llvm_mca"] = found.llvm_mca
+    if one_time:  # the per-call estimate is the run's less the load's (the same blocks, estimated once)
+        result.silicon_one_time = {name: found.total for name, found in _estimates(cell, loaded, []).items()}
+
+
+def _estimates(cell: Cell, executed: ExecutedMeasurement, notes: list[str]) -> dict[str, SiliconEstimate]:
+    """Estimated silicon cycles on the target's cores (llvm-mca); none, and a note, without llvm-mca."""
+    target, artifact = cell.target, cell.artifact
+    if not target.cores():
+        return {}
+    try:
+        assert executed.run.counts is not None
+        with cell.stages.time("estimate"):
+            return estimate_once(executed.counts, executed.run.counts, artifact.executables, target.arch,
+                                 target.cores(), cell.store)
+    except ToolMissing as exc:
+        notes.append(f"no silicon estimates: {exc}")
+        return {}
 
 
 def measure_performance(cell: Cell, repeat: int, timed: bool = True) -> PerfResult:

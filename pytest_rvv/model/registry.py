@@ -104,25 +104,34 @@ def _pretrained(size: str) -> list[Model]:
     ]
 
 
-def _generated(size: str) -> list[Model]:
+def _built(base: str, size: str, tolerance: Tolerance | None, kind: str = "", steps: tuple[str, ...] = ()) -> Model:
+    """A model of ``base``'s builder (seeded weights), ``kind`` and ``steps`` for a low-precision variant. A
+    real-shaped layer has one size, is marked slow and is not selected by default."""
     from pytest_rvv.model.builders import BUILDERS, REAL_FAMILY
     from pytest_rvv.model.generated import GeneratedSource
 
-    tolerance = {"tinybert": Tolerance(atol=1e-3, rtol=1e-3)}
-    return [
-        Model(
-            name=name + ("-full" if size == "full" and not real else ""),
-            description=f"{builder.description}, seeded weights",
-            source=GeneratedSource(name, "ci" if real else size),
-            inputs=builder.inputs(size),
-            preparation=(),
-            tolerance=REAL_LAYER_TOLERANCE if real else tolerance.get(name, Tolerance(atol=1e-4, rtol=1e-3)),
-            marks=("slow",) if size == "full" or real else (),
-            selected=not real,
-        )
-        for name, builder in BUILDERS.items()
-        for real in [builder.family == REAL_FAMILY]
-    ]
+    builder = BUILDERS[base]
+    real = builder.family == REAL_FAMILY
+    full = "-full" if size == "full" and not real else ""
+    return Model(
+        name=base + (f"-{kind}" if kind else "") + full,
+        description=f"{builder.description}, seeded weights" + (f", {steps[0]}" if steps else ""),
+        source=GeneratedSource(base, "ci" if real else size),
+        inputs=builder.inputs(size),
+        preparation=steps,
+        tolerance=REAL_LAYER_TOLERANCE if real and tolerance is None else tolerance or DEFAULT_TOLERANCE,
+        marks=("slow",) if full or real else (),
+        selected=not real,
+    )
+
+
+DEFAULT_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3)
+
+
+def _generated(size: str) -> list[Model]:
+    from pytest_rvv.model.builders import BUILDERS
+
+    return [_built(name, size, {"tinybert": Tolerance(atol=1e-3, rtol=1e-3)}.get(name)) for name in BUILDERS]
 
 
 # The real-shaped layers sum over 2048 (Llama) or 896 (Qwen) hidden values and 8192 / 4864 FFN values per output: f32
@@ -159,24 +168,7 @@ LOW_PRECISION = (
 
 def _low_precision(size: str) -> list[Model]:
     """The seed architectures in the types people deploy: int8 QDQ (a CNN and a transformer) and float16."""
-    from pytest_rvv.model.builders import BUILDERS, REAL_FAMILY
-    from pytest_rvv.model.generated import GeneratedSource
-
-    full = "-full" if size == "full" else ""
-    return [
-        Model(
-            name=f"{base}-{kind}{'' if real else full}",
-            description=f"{BUILDERS[base].description}, seeded weights, {steps[0]}",
-            source=GeneratedSource(base, "ci" if real else size),
-            inputs=BUILDERS[base].inputs(size),
-            preparation=steps,
-            tolerance=tolerance,
-            marks=("slow",) if full or real else (),
-            selected=not real,
-        )
-        for base, kind, steps, tolerance in LOW_PRECISION
-        for real in [BUILDERS[base].family == REAL_FAMILY]
-    ]
+    return [_built(base, size, tolerance, kind, steps) for base, kind, steps, tolerance in LOW_PRECISION]
 
 
 def builtin_models(size: str = "ci") -> dict[str, Model]:

@@ -312,11 +312,16 @@ class PerformanceCollector:
         self.estimator: list[dict[str, Any]] = []  # the estimator against published instruction timings
         self.pairs = microkernel_pairs(session.settings.known_targets)
         self.kernel_cells = session.settings.kernels.cells if session.settings.kernels else ()
+        self._dashboard: tuple[int, list[dict[str, Any]]] | None = None
 
     @property
     def kernels(self) -> list[dict[str, Any]]:
-        """The kernel dashboard of this run (report/kernels.py), empty without kernel cells."""
-        return kernels.dashboard(self.kernel_cells, self.rows) if self.kernel_cells else []
+        """The kernel dashboard of this run (report/kernels.py), empty without kernel cells; made once per set of
+        records (the reports and the terminal read it after the last test)."""
+        if self._dashboard is None or self._dashboard[0] != len(self.rows):
+            self._dashboard = (len(self.rows), kernels.dashboard(self.kernel_cells, self.rows)
+                               if self.kernel_cells else [])
+        return self._dashboard[1]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
