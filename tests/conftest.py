@@ -20,6 +20,9 @@ from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"
+# what a project copied from suites/ leaves out: caches, committed snapshots, and the estimator's per-instruction
+# tests (suites/performance/test_estimator.py: not per model x target; tests/test_calibration.py covers them)
+SUITE_COPY_IGNORE = shutil.ignore_patterns("__pycache__", "__snapshots__", "test_estimator.py")
 # pytester points HOME at a temporary directory: pin the real cache and QEMU locations first, so
 # inner sessions reuse compiled modules, the downloaded aarch64 runtime and the setup's QEMU build.
 USER_CACHE = default_cache_dir()

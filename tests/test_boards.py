@@ -16,7 +16,7 @@ import pytest
 
 from pytest_rvv.run.qemu import find_qemu
 
-from .conftest import SUITES, slow_model
+from .conftest import SUITE_COPY_IGNORE, SUITES, slow_model
 
 SSHD = Path("/usr/sbin/sshd")
 SSHD_CONFIG = """Port {port}
@@ -107,8 +107,7 @@ def board_project(project, sshds, tmp_path):
     project.write(extra=board_table("a", sshds[0], tmp_path / "board-a") + board_table("b", sshds[1],
                                                                                       tmp_path / "board-b"))
     for suite in ("performance", "vectorization"):
-        shutil.copytree(SUITES / suite, project.path / suite,
-                        ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
+        shutil.copytree(SUITES / suite, project.path / suite, ignore=SUITE_COPY_IGNORE)
     return project
 
 

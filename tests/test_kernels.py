@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import jsonschema
 import pytest
 
 from pytest_rvv.base.errors import ConfigError
@@ -12,6 +13,7 @@ from pytest_rvv.config.kernels import kernels
 from pytest_rvv.config.targets import BUILTIN_TARGETS, target_from_table
 from pytest_rvv.model.kernels import SHAPES
 from pytest_rvv.report.kernels import calibration, dashboard
+from pytest_rvv.report.results import schema
 
 from .conftest import SUITES
 
@@ -130,7 +132,9 @@ def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_
         "| Verdict | Row | Shape | Path | Executed per call (k), reference -> under test | Est. spacemit-x60 "
         "Mcycles per call | Path / default est., reference -> under test |",
         "|---|---|---|---|---|---|---|", "| * | f32 | 64x64x64 | * | * -> * | * -> * | *x -> *x |"])
-    changes = json.loads((report / "results.json").read_text())["kernels"]["comparison"]
+    document = json.loads((report / "results.json").read_text())
+    jsonschema.validate(document, schema())
+    changes = document["kernels"]["comparison"]
     assert sorted(c["path"] for c in changes) == sorted(["default", "data-tiled", "mmt4d", "inner-tiled"])
     added = [c["added_percent"] for c in changes]
     assert added == sorted(added, reverse=True)

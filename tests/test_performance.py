@@ -9,14 +9,14 @@ from pytest_rvv.judge.baselines import load_baseline
 from pytest_rvv.judge.baselines import write_baselines as write_portable
 from pytest_rvv.judge.policy import DEFAULT_TOLERANCES, Row, compare, mann_whitney_greater, table, tolerances
 
-from .conftest import SUITES
+from .conftest import SUITE_COPY_IGNORE, SUITES
 
 ARGS = ("performance", "--rvv-models=mlp", "--rvv-targets=host,aarch64,rv64gc")
 
 
 def performance_project(project):
     project.write(suite=False)
-    shutil.copytree(SUITES / "performance", project.path / "performance", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SUITES / "performance", project.path / "performance", ignore=SUITE_COPY_IGNORE)
     return project
 
 

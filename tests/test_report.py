@@ -15,7 +15,7 @@ import pytest
 from pytest_rvv.report.html import badges, verdict
 from pytest_rvv.report.results import schema
 
-from .conftest import SUITES
+from .conftest import SUITE_COPY_IGNORE, SUITES
 
 CHROMIUM = "chromium"
 
@@ -35,8 +35,7 @@ def reported(project, tmp_path, monkeypatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     project.write(models=("mlp", "strings"))
     for suite in ("vectorization", "performance"):
-        shutil.copytree(SUITES / suite, project.path / suite,
-                        ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
+        shutil.copytree(SUITES / suite, project.path / suite, ignore=SUITE_COPY_IGNORE)
     report = tmp_path / "report"
     result = project.run("correctness", "vectorization", "performance", "--rvv-models=mlp,strings",
                          "--rvv-targets=rv64gc,rv64gcv-zvl256b", f"--rvv-report={report}",
@@ -103,8 +102,7 @@ def test_results_json_junit_properties_and_the_github_summary(reported):
 def test_a_sweep_over_releases_fills_the_reports_history_once_per_version(project, tmp_path):
     """pytest-rvv sweep runs the selection with 3.12.0 and 3.13.0 (cached per version); the report draws both."""
     project.write(suite=False)
-    shutil.copytree(SUITES / "performance", project.path / "performance",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SUITES / "performance", project.path / "performance", ignore=SUITE_COPY_IGNORE)
     selection = ["performance/test_performance.py", "--rvv-models=mlp", "--rvv-targets=aarch64", "-p",
                  "no:cacheprovider"]
     sweep = [sys.executable, "-m", "pytest_rvv.cli", "sweep", "--versions", "3.12.0..3.13.0", "--", *selection]

@@ -7,6 +7,7 @@ Only arranges what comparison/ab.py decided and measured (each comparison's ``pe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,8 +16,11 @@ from pytest_rvv.config.kernels import CORE, KernelCell
 from pytest_rvv.config.paths import DEFAULT, PATHS
 
 
-def _added(before: float | None, after: float | None) -> float:
-    return (after - before) / before if before and after is not None else 0.0
+def _added(before: float | None, after: float | None) -> float | None:
+    """Added work in percent; None without both sides' figures, infinite for work from nothing."""
+    if before is None or after is None:
+        return None
+    return round(100 * (after - before) / before, 2) if before else (math.inf if after else 0.0)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -30,21 +34,23 @@ def kernel_changes(cells: Sequence[KernelCell], records: list[dict[str, Any]]) -
     entries = []
     for cell in cells:
         record = by_cell.get((cell.model.name, cell.target.name))
-        if record is None or not record.get("per_call"):
+        if record is None:
             continue
-        per_call = record["per_call"]
+        per_call = record.get("per_call") or {}  # none: one side could not compile or run it (the notes say)
         executed = per_call.get("executed") or [None, None]
         cycles = per_call.get("cycles", {}).get(CORE) or [None, None]
         entries.append({"row": cell.row, "shape": cell.shape.name, "path": cell.path, "target": cell.target.name,
                         "model": cell.model.name, "status": comparison_status(record), "executed": executed,
-                        "est_cycles": cycles, "core": CORE, "added_percent": round(100 * _added(*executed), 2)})
+                        "est_cycles": cycles, "core": CORE, "added_percent": _added(*executed),
+                        "notes": record.get("notes", [])[:1]})
     defaults = {(e["row"], e["shape"]): e for e in entries if e["path"] == DEFAULT}
     for e in entries:
         base = defaults.get((e["row"], e["shape"]))
         e["vs_default"] = [None, None] if base is None else [_ratio(e["est_cycles"][i], base["est_cycles"][i])
                                                               for i in (0, 1)]
     order = {name: i for i, name in enumerate(PATHS)}
-    return sorted(entries, key=lambda e: (-e["added_percent"], e["row"], e["shape"], order.get(e["path"], 0)))
+    return sorted(entries, key=lambda e: (e["added_percent"] is None, -(e["added_percent"] or 0), e["row"], e["shape"],
+                                          order.get(e["path"], 0)))
 
 
 def _pair(values: list[float | None], scale: float, digits: int) -> str:
@@ -66,6 +72,7 @@ def kernel_changes_table(entries: list[dict[str, Any]]) -> list[str]:
     for e in entries:
         ratio = e["vs_default"]
         ratios = "-" if None in ratio else f"{ratio[0]:.2f}x -> {ratio[1]:.2f}x"
-        lines.append(f"| {e['status']} | {e['row']} | {e['shape']} | {e['path']} | {_pair(e['executed'], 1e3, 1)} | "
+        executed = _pair(e["executed"], 1e3, 1) if None not in e["executed"] else "; ".join(e["notes"]) or "-"
+        lines.append(f"| {e['status']} | {e['row']} | {e['shape']} | {e['path']} | {executed} | "
                      f"{_pair(e['est_cycles'], 1e6, 3)} | {ratios} |")
     return lines

@@ -1,6 +1,6 @@
-"""The terminal section of a toolchain comparison: every model x target ranked by the work it adds.
+"""Formatters of a toolchain comparison: every model x target ranked by the work it adds, and comparison.md.
 
-Only formats what comparison/ab.py decided (recorded on each test's report, so it works under xdist).
+Only formats what comparison/ab.py decided; comparison/summary.py collects it from the test reports.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def comparison_lines(records: list[dict[str, Any]]) -> list[str]:
     same = [r for r in records if comparison_status(r) == "same"]
     for record in ranked([r for r in records if comparison_status(r) != "same"]):
         work = record.get("work")
-        what = "executed" if record["counted"] == "executed" else "static"
+        what = ("static" if record["counted"] != "executed" else
+                "executed per call" if work and work[0] == "executed_per_call_instructions" else "executed")
         moved = (f"{what} {int(work[1])} -> {int(work[2])} instructions ({delta_text(int(work[1]), int(work[2]))})"
                  if work else "no work measured")
         top = "; ".join(f"{name} {before} -> {after} ({delta_text(before, after)})"

@@ -25,4 +25,4 @@ def estimator_summary(rows: list[dict[str, Any]]) -> str:
     cores = ", ".join(sorted({r["core"] for r in rows}))
     return (f"{len(rows)} instruction timings on {cores}: median |error| {median:.1f} %, largest "
             f"{worst['instruction']} e{worst['sew']}{worst['lmul']} {worst['error_percent']:+.0f} % "
-            "(-v or --rvv-report=DIR shows the table)")
+            "(-v shows the table; --rvv-report=DIR puts it in results.json and the HTML page)")

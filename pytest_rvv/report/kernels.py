@@ -159,7 +159,7 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
-    lines = ["| Row | Shape | Ratio | Measured on X60 | Estimated (llvm-mca X60, 1 thread) | Error | "
+    lines = ["| Row | Shape | Ratio | Measured on silicon | Estimated (llvm-mca X60, 1 thread) | Error | "
              "Matmul workgroups (same ratio's paths) | Source |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         measured = f"{r['measured_low']:.2f}" + (f"-{r['measured_high']:.2f}" if r["measured_high"] != r[
@@ -173,9 +173,9 @@ def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
 
 CALIBRATION_NOTE = (
     "The estimate is one thread, every load an L1 hit (llvm-mca per executed block); iree issue 24932 times 8 "
-    "threads. A ratio of two paths cancels the clock and, when both paths split the work alike, the threads; it "
-    "does not cancel cache misses, which grow with the shape, nor the cost of scheduling each workgroup (counted: "
-    "calls of the matmul dispatch, one per workgroup).")
+    "threads, iree PR 22231 one. A ratio of two paths cancels the clock and, when both paths split the work alike, "
+    "the threads; it does not cancel cache misses, which grow with the shape, nor the cost of scheduling each "
+    "workgroup (counted: calls of the matmul dispatch, one per workgroup).")
 
 
 def figure(plt: Any, entries: list[dict[str, Any]]) -> Any:
