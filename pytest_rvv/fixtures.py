@@ -35,6 +35,7 @@ from pytest_rvv.measure.metrics import LANE_OCCUPANCY
 from pytest_rvv.measure.performance import PerfResult, measure_performance
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
+from pytest_rvv.run.bundle_results import ResultsRunner
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession
 
@@ -90,6 +91,8 @@ def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner,
     def measure(elements: bool = False) -> ExecutedMeasurement:
         if (board := rvv_session.board_for(rvv_runner.target)) is not None:
             pytest.skip(f"executed counts need QEMU: {rvv_runner.target.name} runs on board {board.name}")
+        if isinstance(rvv_runner, ResultsRunner):
+            pytest.skip(f"executed counts need QEMU: {rvv_runner.target.name} runs {rvv_runner.where}")
         try:
             return measure_executed(rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner), tmp_path,
                                     elements=elements)
@@ -150,7 +153,7 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         # fresh timed runs only where time is gated (a baseline of this machine), recorded, or asked for
         timed = recording or applicable.machine is not None or settings.perf_repeat_given
         result = measure_performance(cell, settings.perf_repeat, timed)
-        if rvv_session.board_for(rvv_target) is not None:
+        if machine != rvv_session.machine:  # a board's, or the machine of a bundle's results
             result.board = machine.as_json()
         leave(record_property, performance=result.as_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show

@@ -20,6 +20,7 @@ from pytest_rvv.base.record import leave
 from pytest_rvv.base.stages import StageProfile
 from pytest_rvv.base.store import check_writable
 from pytest_rvv.base.tools import default_tools_dir
+from pytest_rvv.bundle.collect import BundleWriter
 from pytest_rvv.comparison.summary import ComparisonSummary
 from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
@@ -122,6 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
         session = RvvSession(settings)
         if not hasattr(config, "workerinput"):  # the controller refuses before workers start
             session.check_boards()  # each board in use probed once: a target it cannot run right is refused now
+            _ = session.bundle_results  # a damaged or foreign results folder: one line, before any test
     except RvvError as exc:
         raise pytest.UsageError(str(exc)) from None
     notices = SessionNotices(settings.compare, COMPARISON_FIXTURE)
@@ -133,6 +135,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[DURATIONS_KEY] = durations
     if reference is not None:
         config.stash[REFERENCE_KEY] = RvvSession(settings, toolchain=reference, reference=True)
+    if settings.bundle is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(BundleWriter(session, str(settings.bundle)), "rvv-bundle")
     config.pluginmanager.register(ComparisonSummary(config.getoption("rvv_report"),
                                                     settings.kernels.cells if settings.kernels else ()),
                                   "rvv-toolchain-comparison")
@@ -257,6 +261,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"rvv: riscv64 runtime {_riscv64_runtime_line(session)}")
         if REFERENCE_KEY in config.stash:
             lines.append(f"rvv: reference's riscv64 runtime {_riscv64_runtime_line(config.stash[REFERENCE_KEY])}")
+    if session.bundle_results is not None:
+        lines.append(f"rvv: {session.bundle_results.describe()}; riscv64 cells are judged from it (no QEMU)")
     machine = session.machine
     own = settings.root / PERF_BASELINES / MACHINES / machine.name
     state = "gated against them" if own.is_dir() else "none yet: machine-bound metrics are shown, not gated"

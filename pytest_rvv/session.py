@@ -18,7 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.base.errors import ConfigError, PathUnavailable, RunFailed, RuntimeMismatch, RvvError
+from pytest_rvv.base.errors import (
+    ConfigError,
+    PathUnavailable,
+    RunFailed,
+    RuntimeMismatch,
+    RuntimeNotProvided,
+    RvvError,
+)
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest, file_sha256
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
@@ -30,6 +37,7 @@ from pytest_rvv.config.targets import BUILTIN_TARGETS, HOST, RISCV64, Target
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.model.quantize import output_steps
+from pytest_rvv.run.bundle_results import BundleResults, ResultsRunner
 from pytest_rvv.run.onnxruntime import onnxruntime_outputs, reference_level
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.recorded import OUTPUTS, CellRuns, RecordedRun, RecordedRuns
@@ -234,9 +242,26 @@ class RvvSession:
         entry = self.store.get_or_build("runtime-probes", key, probe)
         return None if entry.meta["loads"] else str(entry.meta["reason"])
 
+    @functools.cached_property
+    def bundle_results(self) -> BundleResults | None:
+        """--rvv-bundle-results: a RISC-V machine's runs of a bundle, read and checked once (one line if damaged)."""
+        path = self.settings.bundle_results
+        if path is None:
+            return None
+        results = BundleResults.load(path)
+        results.check_toolchain(self.toolchain.compiler_version)
+        return results
+
     @functools.cache  # noqa: B019
     def runner(self, target: Target) -> Runner:
-        """A checked runner: its runtime has run the probe module for this target (on its board, if any)."""
+        """A checked runner: its runtime has run the probe module for this target (on its board, if any); a riscv64
+        target judged from a bundle's results runs nothing here."""
+        if self.bundle_results is not None and target.arch == RISCV64:
+            results = self.bundle_results
+            if reason := results.refusal(target.name):
+                raise RuntimeNotProvided(f"{target.name} was refused on {results.machine.name}, which ran the "
+                                         f"bundle: {reason}")
+            return ResultsRunner(target, results)
         board = self.board_for(target)
         if board is not None:
             runner: Runner = BoardRunner(target, self.runtime(target.arch), self.link(board), self.facts(board))
@@ -285,7 +310,10 @@ class RvvSession:
                     raise ConfigError(reason)
 
     def machine_for(self, target: Target) -> Machine:
-        """The machine a target's machine-bound numbers belong to: its board, else this machine."""
+        """The machine a target's machine-bound numbers belong to: its board (or the machine that ran a bundle's
+        results), else this machine."""
+        if self.bundle_results is not None and target.arch == RISCV64:
+            return self.bundle_results.machine
         board = self.board_for(target)
         if board is None:
             return self.machine

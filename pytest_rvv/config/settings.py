@@ -102,6 +102,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("kernels", "the kernel suite's selection (suites/kernels/): ci (iree issue 24932's shapes, every row and "
            "path), decode, llm, all, or shape and row names (256x256x256,f32); default: none, the kernel suite is "
            "deselected", env="PYTEST_RVV_KERNELS", table_key="default-kernels", metavar="SELECTION"),
+    Option("bundle", "write the selection's riscv64 cells (models x targets, and the kernel suite's) as a bundle "
+           "that runs natively on any RISC-V machine with nothing installed: sh DIR/run.sh there", metavar="DIR"),
+    Option("bundle-results", "judge a bundle's results folder from a RISC-V machine: riscv64 cells take their "
+           "outputs and times from it (agreement, performance against that machine's baselines) instead of QEMU",
+           metavar="DIR"),
     Option("expected-failures", "TOML file of expected failures per target "
            "(default: baselines/expected-failures.toml)", metavar="FILE"),
 )
@@ -164,6 +169,8 @@ class Settings:
     board_names: tuple[str, ...] = ()  # --rvv-board: every riscv64 target runs on these (one per xdist worker)
     tolerances: Mapping[str, Any] | None = None  # [tool.pytest_rvv.tolerances]
     kernels: Kernels | None = None  # the kernel suite's table and selection (config/kernels.py)
+    bundle: Path | None = None  # --rvv-bundle: write the riscv64 cells as a bundle here (bundle/)
+    bundle_results: Path | None = None  # --rvv-bundle-results: riscv64 cells come from this results folder
 
     @classmethod
     def resolve(
@@ -209,6 +216,8 @@ class Settings:
             boards=boards,
             board_names=board_names,
             kernels=kernels(table.get("kernels", {}), str(given.value("kernels") or "") or None, known_targets),
+            bundle=given.path("bundle"),
+            bundle_results=given.path("bundle-results"),
         )
 
 

@@ -1,0 +1,179 @@
+"""Write a bundle: everything a RISC-V machine needs to run a selection's riscv64 cells natively.
+
+Layout (``bundle.json`` says what it holds; ``run.sh`` is the only thing to start)::
+
+    run.sh                     POSIX sh: facts, refusals, interleaved rounds, times, outputs, into results/
+    bundle.json                toolchain, runtime, rounds, and per cell: model, target, function, outputs,
+                               extensions needed, VLEN, sha256 of the module and of the inputs
+    cells.txt                  one line per cell: name, VLEN it needs, extensions it needs
+    bin/iree-run-module        the static riscv64 runtime the suites run these modules with
+    bin/facts                  a static riscv64 probe: V, VLEN (vlenb), /proc/cpuinfo's isa, uarch, marchid
+    cells/<target>/<model>/    module.vmfb, input_N.npy, args (iree-run-module's arguments)
+
+A bundle is written whole into a temporary folder beside ``directory`` and renamed into place: a bundle that is
+there is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.store import Store, digest, file_sha256
+from pytest_rvv.base.tools import find_executable, version_output
+from pytest_rvv.config.targets import Target
+from pytest_rvv.run.bundle_results import BUNDLE_SCHEMA, inputs_sha256
+
+RUN_SH = Path(__file__).with_name("run.sh")
+DEFAULT_ROUNDS = 5
+# What the board is: printed as key=value lines (run.sh adds the kernel).
+FACTS_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+static void field(const char *line, const char *key)
+{
+    size_t n = strlen(key);
+    const char *colon = strchr(line, ':');
+    if (strncmp(line, key, n) == 0 && colon && (line[n] == ' ' || line[n] == '\t' || line[n] == ':')) {
+        char value[512] = "";
+        sscanf(colon + 1, " %511[^\n]", value);
+        printf("%s=%s\n", key, value);
+    }
+}
+
+int main(void)
+{
+    unsigned long hwcap = getauxval(AT_HWCAP), vlenb = 0;
+    int v = (hwcap >> ('V' - 'A')) & 1, harts = 0, first = 1;
+    if (v) {
+        __asm__ volatile("csrr %0, vlenb" : "=r"(vlenb));
+    }
+    printf("v=%d\nvlen=%lu\n", v, vlenb * 8);
+    char line[1024];
+    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
+    while (cpuinfo && fgets(line, sizeof line, cpuinfo)) {
+        if (strncmp(line, "processor", 9) == 0) {
+            harts++;
+            first = harts == 1;
+        }
+        if (first) {
+            field(line, "isa");
+            field(line, "uarch");
+            field(line, "mvendorid");
+            field(line, "marchid");
+            field(line, "mimpid");
+            field(line, "model name");
+        }
+    }
+    printf("harts=%d\n", harts);
+    return 0;
+}
+"""
+
+
+@dataclass(frozen=True)
+class BundleCell:
+    """One model x riscv64 target: its compiled module, the session's seeded inputs, and what it needs."""
+
+    model: str
+    target: Target
+    module: Path
+    function: str
+    inputs: tuple[np.ndarray, ...]
+    outputs: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.target.name}/{self.model}"  # a folder per target (IREE reads '@' in a path as a separator)
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The extensions a machine must list (``zvlNb`` is checked as VLEN instead)."""
+        return tuple(e for e in self.target.extensions if not (e.startswith("zvl") and e.endswith("b")))
+
+    def args(self) -> list[str]:
+        """iree-run-module's arguments, ``@CELL@`` standing for the cell's folder on the machine."""
+        return ["--device=local-sync", "--module=@CELL@/module.vmfb", f"--function={self.function}",
+                *(f"--input=@@CELL@/input_{i}.npy" for i in range(len(self.inputs))),
+                *(f"--output=@output_{i}.npy" for i in range(self.outputs)), "--print_statistics"]
+
+
+def write_bundle(directory: Path, cells: list[BundleCell], runtime: Path, runtime_identity: str, toolchain: str,
+                 store: Store, rounds: int = DEFAULT_ROUNDS) -> Path:
+    """Write the bundle of ``cells`` to ``directory`` (replacing one that is there), whole or not at all."""
+    directory = directory.resolve()
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+    tmp.chmod(0o755)
+    try:
+        (tmp / "bin").mkdir()
+        shutil.copy2(runtime, tmp / "bin" / "iree-run-module")
+        shutil.copy2(build_facts_probe(store), tmp / "bin" / "facts")
+        for name in ("iree-run-module", "facts"):
+            (tmp / "bin" / name).chmod(0o755)
+        script = RUN_SH.read_text().replace("@REPEAT@", str(rounds))
+        (tmp / "run.sh").write_text(script)
+        (tmp / "run.sh").chmod(0o755)
+        records, lines = [], []
+        for cell in cells:
+            folder = tmp / "cells" / cell.name
+            folder.mkdir(parents=True)
+            shutil.copy2(cell.module, folder / "module.vmfb")
+            for i, array in enumerate(cell.inputs):
+                np.save(folder / f"input_{i}.npy", array, allow_pickle=False)
+            (folder / "args").write_text("".join(f"{a}\n" for a in cell.args()))
+            lines.append(f"{cell.name} {cell.target.min_vlen} {' '.join(cell.needs)}".rstrip())
+            records.append({"name": cell.name, "model": cell.model, "target": cell.target.name,
+                            "function": cell.function, "outputs": cell.outputs, "needs": list(cell.needs),
+                            "min_vlen": cell.target.min_vlen, "module_sha256": file_sha256(cell.module),
+                            "inputs_sha256": inputs_sha256(cell.inputs)})
+        (tmp / "cells.txt").write_text("".join(f"{line}\n" for line in lines))
+        document = {"schema": BUNDLE_SCHEMA, "toolchain": toolchain, "runtime": runtime_identity, "rounds": rounds,
+                    "cells": records}
+        (tmp / "bundle.json").write_text(json.dumps(document, indent=1) + "\n")
+        if directory.exists():
+            old = directory.with_name(f".{directory.name}-old-{os.getpid()}")
+            directory.rename(old)
+            tmp.rename(directory)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+def bundle_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+
+
+def build_facts_probe(store: Store) -> Path:
+    """The facts probe for riscv64 Linux, static, cross-built once into the cache with clang-22."""
+    clang = find_executable("clang-22")
+    if clang is None:
+        raise ToolMissing("clang-22 not found (it builds the bundle's facts probe): apt-get install clang-22 "
+                          "(or bash scripts/setup.sh system)")
+    key = digest(["bundle-facts-v1", FACTS_C, version_output(clang)])
+
+    def build(tmp: Path) -> dict[str, object]:
+        (tmp / "facts.c").write_text(FACTS_C)
+        proc = subprocess.run([str(clang), "--target=riscv64-linux-gnu", "-march=rv64gcv", "-O2", "-static",
+                               "-o", str(tmp / "facts"), str(tmp / "facts.c")], capture_output=True, text=True)
+        (tmp / "facts.c").unlink()
+        if proc.returncode != 0:
+            raise ToolMissing(f"building the facts probe failed: {proc.stderr.strip()[:300]} "
+                              "(apt-get install libc6-dev-riscv64-cross)")
+        return {"clang": str(clang)}
+
+    return store.get_or_build("c-builds", key, build).file("facts")

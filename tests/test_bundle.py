@@ -1,0 +1,143 @@
+"""Bundles: the suites' riscv64 cells written for a RISC-V machine with nothing installed, run there by one POSIX
+shell script, and judged back here. The machine is a stand-in: the same script started with qemu-riscv64 as its
+launcher (RVV_LAUNCHER), so its times are QEMU's, not silicon's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_rvv.run.qemu import find_qemu
+
+from .conftest import SUITE_COPY_IGNORE, SUITES
+
+TARGETS = "rv64gc,rv64gcv-zvl256b,rv64gcv-zvl256b-zvfh"
+VECTOR_256 = "rv64,v=true,vlen=256,elen=64,vext_spec=v1.0"  # QEMU's rv64 with V: no zfh/zvfh
+
+
+def launcher(cpu: str) -> str:
+    return f"{find_qemu('riscv64').path} -cpu {cpu}"
+
+
+def run_bundle(bundle: Path, results: Path, cpu: str = VECTOR_256, rounds: int = 2) -> subprocess.CompletedProcess:
+    """bundle/run.sh under dash (POSIX sh, as on a board), each program started through QEMU."""
+    env = {**os.environ, "RVV_LAUNCHER": launcher(cpu), "RVV_REPEAT": str(rounds)}
+    return subprocess.run(["dash", str(bundle / "run.sh"), str(results)], capture_output=True, text=True, env=env,
+                          check=False, timeout=600)
+
+
+@pytest.fixture
+def bundled(project, tmp_path):
+    """mlp on a scalar, a vector and an f16 target, bundled by the suites' own run and run on the stand-in."""
+    project.write(models=("mlp",))
+    shutil.copytree(SUITES / "performance", project.path / "performance", ignore=SUITE_COPY_IGNORE)
+    bundle = tmp_path / "bundle"
+    made = project.run("correctness/test_agreement.py", "--rvv-models=mlp", f"--rvv-targets={TARGETS}",
+                       f"--rvv-bundle={bundle}")
+    made.assert_outcomes(passed=3)
+    made.stdout.fnmatch_lines([f"rvv: bundle {bundle}: 3 cells, * MiB; on a riscv64 machine run 'sh run.sh'*"])
+    results = tmp_path / "results"
+    ran = run_bundle(bundle, results)
+    assert ran.returncode == 0, ran.stderr
+    return project, bundle, results, ran
+
+
+def judge(project, results: Path, *args: str, targets: str = TARGETS) -> pytest.RunResult:
+    return project.run("correctness/test_agreement.py", "performance/test_performance.py", "--rvv-models=mlp",
+                       f"--rvv-targets={targets}", f"--rvv-bundle-results={results}", "-rs", *args)
+
+
+def test_a_bundle_holds_everything_a_machine_needs_and_nothing_it_must_install(bundled):
+    _, bundle, results, ran = bundled
+    document = json.loads((bundle / "bundle.json").read_text())
+    assert [c["name"] for c in document["cells"]] == ["rv64gc/mlp", "rv64gcv-zvl256b/mlp", "rv64gcv-zvl256b-zvfh/mlp"]
+    assert document["cells"][2]["needs"] == ["m", "a", "f", "d", "c", "v", "zfh", "zvfh"]
+    assert document["cells"][1]["min_vlen"] == 256
+    for program in ("iree-run-module", "facts"):  # static riscv64 executables: nothing to install on the machine
+        kind = subprocess.run(["file", "-b", str(bundle / "bin" / program)], capture_output=True, text=True).stdout
+        assert "RISC-V" in kind and "statically linked" in kind, kind
+    facts = dict(line.split("=", 1) for line in (results / "facts.txt").read_text().splitlines())
+    assert facts["v"] == "1" and facts["vlen"] == "256" and facts["isa"].startswith("rv64imafdcv")
+    assert ran.stdout.strip().endswith(f"2 cells x 2 rounds in {results}")
+    for cell in ("rv64gc/mlp", "rv64gcv-zvl256b/mlp"):
+        for run in ("run_1", "run_2"):
+            folder = results / "cells" / cell / run
+            assert (folder / "rc.txt").read_text() == "0\n" and int((folder / "wall_us.txt").read_text()) > 0
+            assert np.load(folder / "output_0.npy").shape == (4, 8)
+
+
+def test_a_machine_lacking_an_extension_or_the_vlen_refuses_the_cell_in_one_line_before_running_it(bundled, tmp_path):
+    _, bundle, results, ran = bundled
+    assert ran.stderr.splitlines() == [
+        "run.sh: rv64gcv-zvl256b-zvfh/mlp refused: needs zfh zvfh, which this machine's isa "
+        f"({dict(line.split('=', 1) for line in (results / 'facts.txt').read_text().splitlines())['isa']}) does "
+        "not list"]
+    assert not list((results / "cells" / "rv64gcv-zvl256b-zvfh" / "mlp").glob("run_*"))
+    narrow = run_bundle(bundle, tmp_path / "vlen128", cpu="rv64,v=true,vlen=128,elen=64,vext_spec=v1.0", rounds=1)
+    assert ("run.sh: rv64gcv-zvl256b/mlp refused: compiled for VLEN >= 256, this machine has VLEN 128: it would "
+            "run with silently wrong results") in narrow.stderr.splitlines()
+    assert (tmp_path / "vlen128" / "cells" / "rv64gc" / "mlp" / "run_1" / "output_0.npy").is_file()
+
+
+def test_judged_results_agree_as_the_suites_do_and_are_that_machines_numbers(bundled):
+    project, _, results, _ = bundled
+    judged = judge(project, results)
+    judged.assert_outcomes(passed=5, skipped=1)
+    judged.stdout.fnmatch_lines([
+        f"rvv: bundle results {results}: machine qemu-*h-vlen256 (qemu, * harts, VLEN 256, kernel *; id *), 3 cells, "
+        "rounds=2; refused there: rv64gcv-zvl256b-zvfh; riscv64 cells are judged from it (no QEMU)",
+        "*| mlp | rv64gcv-zvl256b on board qemu-*h-vlen256 | *",
+        "SKIPPED * rv64gcv-zvl256b-zvfh was refused on qemu-*h-vlen256, which ran the bundle: needs zfh zvfh, *"])
+
+
+def test_a_perturbed_output_fails_agreement(bundled):
+    project, _, results, _ = bundled
+    output = results / "cells" / "rv64gcv-zvl256b" / "mlp" / "run_1" / "output_0.npy"
+    perturbed = np.load(output)
+    perturbed.flat[3] += 0.01
+    np.save(output, perturbed)
+    judged = judge(project, results, "-k", "agreement", targets="rv64gcv-zvl256b")
+    judged.assert_outcomes(failed=1)
+    judged.stdout.fnmatch_lines(["*mlp on rv64gcv-zvl256b* disagrees with onnxruntime*"])
+
+
+@pytest.mark.parametrize(("damage", "line"), [
+    ("complete", "ERROR: --rvv-bundle-results {results}: run.sh did not finish there (no 'complete'); run it to the "
+                 "end again"),
+    ("bundle.json", "ERROR: --rvv-bundle-results {results}: no bundle.json: not a bundle's results folder (run.sh "
+                    "writes one)"),
+    ("toolchain", "ERROR: --rvv-bundle-results {results}: the bundle was built by IREE compiler version 0.0.0; this "
+                  "session compiles with IREE compiler version *: judge it with that toolchain (--rvv-iree-build) or "
+                  "rebuild the bundle with --rvv-bundle"),
+])
+def test_a_damaged_or_foreign_results_folder_is_one_line_and_nothing_is_judged(bundled, damage, line):
+    project, _, results, _ = bundled
+    if damage == "toolchain":
+        document = json.loads((results / "bundle.json").read_text())
+        document["toolchain"] = "IREE compiler version 0.0.0"
+        (results / "bundle.json").write_text(json.dumps(document))
+    else:
+        (results / damage).unlink()
+    judged = judge(project, results)
+    assert judged.ret == pytest.ExitCode.USAGE_ERROR
+    judged.stderr.fnmatch_lines([line.format(results=results)])
+    assert len([ln for ln in judged.stderr.lines if ln.strip()]) == 1
+
+
+def test_a_truncated_output_or_a_missing_cell_is_one_line_naming_it(bundled):
+    project, _, results, _ = bundled
+    output = results / "cells" / "rv64gc" / "mlp" / "run_1" / "output_0.npy"
+    output.write_bytes(output.read_bytes()[:100])
+    shutil.rmtree(results / "cells" / "rv64gcv-zvl256b" / "mlp")
+    judged = judge(project, results, "-k", "agreement")
+    judged.assert_outcomes(failed=2, skipped=1)
+    judged.stdout.fnmatch_lines([f"*ConfigError: {output}: truncated or not a .npy file (*); run the bundle's run.sh "
+                                 "again*"])
+    judged.stdout.fnmatch_lines([f"*ConfigError: --rvv-bundle-results {results}: "
+                                 f"{results / 'cells' / 'rv64gcv-zvl256b' / 'mlp'} has no runs (run.sh stopped early?)*"])
