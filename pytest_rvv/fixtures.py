@@ -31,8 +31,8 @@ from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
 from pytest_rvv.judge.verdict import judge
 from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming, calibrate
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
-from pytest_rvv.measure.metrics import LANE_OCCUPANCY
-from pytest_rvv.measure.performance import PerfResult, measure_performance
+from pytest_rvv.measure.metrics import LANE_OCCUPANCY, silicon_metric
+from pytest_rvv.measure.performance import PerfResult, calibration_point, measure_performance
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.bundle_results import ResultsRunner
@@ -155,6 +155,9 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         result = measure_performance(cell, settings.perf_repeat, timed)
         if machine != rvv_session.machine:  # a board's, or the machine of a bundle's results
             result.board = machine.as_json()
+        if isinstance(cell.runner, ResultsRunner) and (core := cell.runner.results.facts.core) is not None:
+            estimate = (applicable.portable or {}).get("metrics", {}).get(silicon_metric(core.name))
+            result.calibration = calibration_point(result, core, estimate)  # every silicon run calibrates
         leave(record_property, performance=result.as_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
             record_property(f"rvv.{metric}", value)

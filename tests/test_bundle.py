@@ -142,3 +142,32 @@ def test_a_truncated_output_or_a_missing_cell_is_one_line_naming_it(bundled):
     missing = results / "cells" / "rv64gcv-zvl256b" / "mlp"
     judged.stdout.fnmatch_lines([f"*ConfigError: --rvv-bundle-results {results}: {missing} has no runs (run.sh "
                                  "stopped early?)*"])
+
+
+def test_a_run_on_a_modelled_core_is_a_calibration_point_beside_its_estimate(bundled, tmp_path):
+    """The stand-in's facts say it is a SpacemiT X60 (uarch spacemit,x60, as K1's kernel reports): each judged cell's
+    X60 estimate (from its portable baseline, recorded here with QEMU) stands beside the measured time and their
+    ratio in Table 1 and results.json. (QEMU's times are not silicon: the numbers check the mechanics only.)"""
+    import jsonschema
+
+    from pytest_rvv.report.results import schema
+
+    project, _, results, _ = bundled
+    recorded = project.run("performance/test_performance.py", "--rvv-models=mlp", "--rvv-targets=rv64gcv-zvl256b",
+                           "--update-baselines")
+    recorded.assert_outcomes(passed=1)
+    facts = results / "facts.txt"
+    facts.write_text(facts.read_text().replace("uarch=qemu", "uarch=spacemit,x60"))
+    report = tmp_path / "report"
+    judged = judge(project, results, f"--rvv-report={report}", targets="rv64gcv-zvl256b")
+    judged.assert_outcomes(passed=2)
+    judged.stdout.fnmatch_lines(["*| est. / measured on that machine's core |",
+                                 "| mlp | rv64gcv-zvl256b on board spacemit-x60-*h-vlen256 | *| *x (X60: * / * ms) |"])
+    document = json.loads((report / "results.json").read_text())
+    jsonschema.validate(document, schema())
+    (point,) = document["silicon_runs"]
+    baseline = json.loads((project.path / "baselines" / "performance" / "rv64gcv-zvl256b" / "mlp.json").read_text())
+    estimated = baseline["metrics"]["est_cycles@spacemit-x60"] / 1.6e9
+    assert point["core"] == "spacemit-x60" and point["estimated_s"] == pytest.approx(estimated, rel=1e-5)
+    assert point["ratio"] == pytest.approx(point["estimated_s"] / point["measured_s"], rel=1e-3)
+    assert point["machine"].startswith("spacemit-x60-")

@@ -27,6 +27,9 @@ CORES: dict[str, Core] = {c.name: c for c in (
     Core("sifive-p670", 128, "P670"),
     Core("andes-ax45mpv", 128, "AX45MPV"),
 )}
+# How a machine's /proc/cpuinfo names a core llvm-mca models: its uarch line, else its marchid (SpacemiT K1's harts
+# read "uarch : spacemit,x60" and "marchid : 0x8000000058000001" on Bianbu's 6.6 kernel; older kernels lack uarch).
+MACHINE_CORES = {"spacemit,x60": "spacemit-x60", "0x8000000058000001": "spacemit-x60"}
 # A scalar rv64gc target is estimated on each built-in vector core (scalar code runs the same at any VLEN),
 # so vector-over-scalar speedup on one core is a real column.
 DEFAULT_SCALAR_CORES = ("spacemit-x60", "sifive-x280", "sifive-p670")
@@ -54,3 +57,9 @@ def default_cores(vector: bool, vlen: int | None) -> tuple[str, ...]:
     if not vector:
         return DEFAULT_SCALAR_CORES
     return tuple(c for c in DEFAULT_SCALAR_CORES if CORES[c].vlen == vlen)
+
+
+def machine_core(uarch: str, marchid: str) -> Core | None:
+    """The modelled core a machine's /proc/cpuinfo names (uarch, else marchid), or None."""
+    name = MACHINE_CORES.get(uarch.strip().lower()) or MACHINE_CORES.get(marchid.strip().lower())
+    return CORES.get(name) if name else None

@@ -12,6 +12,7 @@ from typing import Any
 from elftools.elf.elffile import ELFFile
 
 from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.config.cores import Core
 from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
@@ -41,13 +42,15 @@ class PerfResult:
     silicon_one_time: dict[str, int] = field(default_factory=dict)  # core -> estimated cycles of the module load
 
     board: dict[str, Any] | None = None  # the board (as a machine) the run-side metrics come from
+    calibration: dict[str, Any] | None = None  # that machine's core: its estimate beside the measured time
 
     def as_json(self) -> dict[str, Any]:
         record = {"model": self.model, "target": self.target, "toolchain": self.toolchain, "metrics": self.metrics,
                   "samples": self.samples}
         return (record | ({"silicon": self.silicon} if self.silicon else {})
                 | ({"board": self.board} if self.board else {}) | ({"watched": self.watched} if self.watched else {})
-                | ({"one_time": self.one_time, "silicon_one_time": self.silicon_one_time} if self.one_time else {}))
+                | ({"one_time": self.one_time, "silicon_one_time": self.silicon_one_time} if self.one_time else {})
+                | ({"calibration": self.calibration} if self.calibration else {}))
 
 
 def per_call_cycles(record: dict[str, Any], core: str) -> float | None:
@@ -55,6 +58,16 @@ def per_call_cycles(record: dict[str, Any], core: str) -> float | None:
     the module does once."""
     total = record.get("metrics", {}).get(silicon_metric(core))
     return None if total is None else total - record.get("silicon_one_time", {}).get(core, 0)
+
+
+def calibration_point(result: PerfResult, core: Core, estimated_cycles: float | None) -> dict[str, Any] | None:
+    """A run on silicon beside the estimate for its core: estimated and measured seconds (the fastest run) and
+    estimate / measured, or None without both."""
+    measured = result.metrics.get("wall_s_min")
+    if not estimated_cycles or not measured or not core.ghz:
+        return None
+    estimated = estimated_cycles / (core.ghz * 1e9)
+    return {"core": core.name, "estimated_s": estimated, "measured_s": measured, "ratio": estimated / measured}
 
 
 def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:

@@ -73,6 +73,9 @@ def table_one(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
     for core in cores:
         unit = "ms" if core.ghz else "Mcycles"
         header += [f"est. {core.label} {unit}", f"est. speedup vs rv64gc on {core.label}"]
+    calibrated = any(r.get("calibration") for r in rows.values())
+    if calibrated:
+        header.append("est. / measured on that machine's core")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for (model, target), record in sorted(rows.items()):
         m = record["metrics"]
@@ -88,6 +91,10 @@ def table_one(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
         for core in cores:
             estimate = _estimate(rows, model, target, core)
             cells += [f"{estimate:.2f}" if estimate is not None else "-", _silicon_speedup(rows, model, target, core)]
+        if calibrated:
+            point = record.get("calibration")
+            cells.append(f"{point['ratio']:.2f}x ({CORES[point['core']].label}: {1e3 * point['estimated_s']:.2f} / "
+                         f"{1e3 * point['measured_s']:.2f} ms)" if point else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -10,7 +10,9 @@
      "kernels": {"dashboard": [...], "calibration": [...],    # only when the kernel suite ran
                  "comparison": [...]},                         # and was compared (--rvv-compare)
      "estimator": [{"core", "instruction", "sew", "lmul", "measured", "estimated", "error_percent", "source",
-                    "llvm_mca"}]}                               # when the estimator's tests ran
+                    "llvm_mca"}],                               # when the estimator's tests ran
+     "silicon_runs": [{"model", "target", "machine", "core", "estimated_s", "measured_s", "ratio"}]}
+                                                                # cells judged from a bundle run on a known core
 
 
 ``outcome`` is passed, failed, error, could-not-run (no runtime loads the toolchain's modules), skipped,
@@ -64,6 +66,11 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
                         "verdict": None, "baseline": None, "machine": run["machine"]["name"],
                         "toolchain": record["toolchain"]})
     document = {"schema": SCHEMA, "run": run, "tests": tests, "metrics": metrics}
+    silicon = [{"model": model, "target": target, "machine": (record.get("board") or {}).get("name"),
+                **record["calibration"]}
+               for (model, target), record in sorted(perf.items()) if record.get("calibration")]
+    if silicon:  # runs on silicon (a bundle's results) beside the estimate for that machine's core
+        document["silicon_runs"] = silicon
     if kernels or kernel_changes:
         document["kernels"] = {"dashboard": kernels or [], "calibration": calibration(kernels or [])}
     if estimator:  # the silicon estimator against published instruction timings (suites/performance/test_estimator.py)

@@ -21,6 +21,7 @@ from pytest_rvv.base.errors import ConfigError, RunFailed, tail
 from pytest_rvv.base.process import ProcessResult
 from pytest_rvv.base.store import file_sha256
 from pytest_rvv.compile.compiler import Artifact
+from pytest_rvv.config.cores import Core, machine_core
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import Target
 from pytest_rvv.run.runner import Runner, RunOutcome
@@ -49,6 +50,11 @@ class MachineFacts:
     @property
     def vlen(self) -> int:
         return int(self.values.get("vlen", "0") or 0)
+
+    @property
+    def core(self) -> Core | None:
+        """The core llvm-mca models that this machine is (uarch or marchid), or None."""
+        return machine_core(self.values.get("uarch", ""), self.values.get("marchid", ""))
 
     @property
     def name(self) -> str:
