@@ -171,3 +171,16 @@ def test_a_run_on_a_modelled_core_is_a_calibration_point_beside_its_estimate(bun
     assert point["core"] == "spacemit-x60" and point["estimated_s"] == pytest.approx(estimated, rel=1e-5)
     assert point["ratio"] == pytest.approx(point["estimated_s"] / point["measured_s"], rel=1e-3)
     assert point["machine"].startswith("spacemit-x60-")
+
+
+def test_on_a_machine_without_v_the_probe_runs_and_every_vector_cell_is_refused(bundled, tmp_path):
+    """The probe is built without V (vlenb read by CSR number only when HWCAP says V), so it runs on any rv64gc,
+    e.g. a Scaleway EM-RV1 (T-Head C910, RVV 0.7.1 only) that RISE's runners hand out; only the scalar cell runs."""
+    _, bundle, _, _ = bundled
+    scalar = run_bundle(bundle, tmp_path / "scalar", cpu="rv64,v=false", rounds=1)
+    assert scalar.returncode == 0, scalar.stderr
+    facts = dict(line.split("=", 1) for line in (tmp_path / "scalar" / "facts.txt").read_text().splitlines())
+    assert facts["v"] == "0" and facts["vlen"] == "0" and "v" not in facts["isa"].split("_")[0][4:]
+    assert [line.split(" refused: ")[0] for line in scalar.stderr.splitlines()] == [
+        "run.sh: rv64gcv-zvl256b/mlp", "run.sh: rv64gcv-zvl256b-zvfh/mlp"]
+    assert scalar.stdout.strip().endswith("1 cells x 1 rounds in " + str(tmp_path / "scalar"))
