@@ -184,3 +184,63 @@ def test_on_a_machine_without_v_the_probe_runs_and_every_vector_cell_is_refused(
     assert [line.split(" refused: ")[0] for line in scalar.stderr.splitlines()] == [
         "run.sh: rv64gcv-zvl256b/mlp", "run.sh: rv64gcv-zvl256b-zvfh/mlp"]
     assert scalar.stdout.strip().endswith("1 cells x 1 rounds in " + str(tmp_path / "scalar"))
+
+
+WORKFLOW = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "pytest-rvv.yml"
+
+
+def workflow() -> dict:
+    import yaml
+
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def test_the_workflow_runs_x86_jobs_on_debian_12_and_the_silicon_job_only_where_a_riscv_runner_is_granted():
+    jobs = workflow()["jobs"]
+    for name in ("suites", "bundle", "judge", "merge"):
+        assert jobs[name]["runs-on"] == "ubuntu-24.04" and jobs[name]["container"] == "debian:12", name
+        if name != "merge":
+            steps = [s.get("run", "") for s in jobs[name]["steps"]]
+            assert "bash scripts/setup.sh" in steps and "apt-get install" in steps[0] and "git" in steps[0]
+    silicon = jobs["silicon"]
+    assert silicon["runs-on"] == "ubuntu-24.04-riscv" and silicon["if"] == "vars.RVV_RISCV_RUNNER == 'true'"
+    assert silicon["needs"] == "bundle" and jobs["judge"]["needs"] == "silicon"
+    assert "container" not in silicon and "setup.sh" not in str(silicon)  # nothing is installed on the machine
+
+
+def test_every_option_the_workflow_passes_exists():
+    import re
+    import sys
+
+    text = WORKFLOW.read_text()
+    used = set(re.findall(r"--rvv-[a-z0-9-]+", text))
+    helped = subprocess.run([sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True,
+                            cwd=WORKFLOW.parent.parent.parent).stdout
+    assert used and used <= set(re.findall(r"--rvv-[a-z0-9-]+", helped)), used - set(re.findall(r"--rvv-[a-z0-9-]+",
+                                                                                                   helped))
+
+
+def test_the_workflows_silicon_and_judge_steps_work_as_written(bundled, tmp_path):
+    """The silicon job's step, verbatim, in a folder holding the bundle job's bundle.tar (QEMU as the launcher: the
+    stand-in machine); then the judge job's pytest command on its results, with the test project's suites."""
+    import shlex
+
+    project, bundle, _, _ = bundled
+    jobs = workflow()["jobs"]
+    runner = tmp_path / "riscv-runner"
+    runner.mkdir()
+    subprocess.run(["tar", "-cf", str(runner / "bundle.tar"), "-C", str(bundle.parent), bundle.name], check=True)
+    (step,) = [s["run"] for s in jobs["silicon"]["steps"] if "run" in s]
+    env = {**os.environ, "RVV_LAUNCHER": launcher(VECTOR_256), "RVV_REPEAT": "1"}
+    done = subprocess.run(["bash", "-c", step], cwd=runner, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    judged_dir = tmp_path / "judge"
+    judged_dir.mkdir()
+    subprocess.run(["tar", "-xf", str(runner / "results.tar"), "-C", str(judged_dir)], check=True)
+    (command,) = [s["run"] for s in jobs["judge"]["steps"] if "pytest" in s.get("run", "")]
+    args = shlex.split(command.replace("$TARGETS", TARGETS).replace("--rvv-bundle-results=results",
+                                                                    f"--rvv-bundle-results={judged_dir / 'results'}"))
+    assert args[0] == ".venv/bin/pytest"
+    args = [a.removeprefix("suites/") for a in args[1:] if a not in ("-n", "auto")]
+    judged = project.run(*args, "--rvv-models=mlp")  # the selection the bundle fixture bundled
+    judged.assert_outcomes(passed=5, skipped=1)  # the f16 target: refused on a machine without zvfh
