@@ -85,15 +85,20 @@ def test_a_machine_lacking_an_extension_or_the_vlen_refuses_the_cell_in_one_line
     assert (tmp_path / "vlen128" / "cells" / "rv64gc" / "mlp" / "run_1" / "output_0.npy").is_file()
 
 
-def test_judged_results_agree_as_the_suites_do_and_are_that_machines_numbers(bundled):
+def test_judged_results_agree_as_the_suites_do_and_are_that_machines_numbers(bundled, tmp_path):
     project, _, results, _ = bundled
-    judged = judge(project, results)
+    judged = judge(project, results, f"--rvv-report={tmp_path / 'report'}")
     judged.assert_outcomes(passed=5, skipped=1)
     judged.stdout.fnmatch_lines([
         f"rvv: bundle results {results}: machine qemu-*h-vlen256 (qemu, * harts, VLEN 256, kernel *; id *), 3 cells, "
         "rounds=2; refused there: rv64gcv-zvl256b-zvfh; riscv64 cells are judged from it (no QEMU)",
         "*| mlp | rv64gcv-zvl256b on board qemu-*h-vlen256 | *",
         "SKIPPED * rv64gcv-zvl256b-zvfh was refused on qemu-*h-vlen256, which ran the bundle: needs zfh zvfh, *"])
+    records = {r["target"]: r for r in json.loads((tmp_path / "report" / "performance.json").read_text())}
+    rounds = results / "cells" / "rv64gcv-zvl256b" / "mlp"
+    assert records["rv64gcv-zvl256b"]["samples"]["wall_s"] == [  # each round the machine ran is one timed run
+        round(int((rounds / r / "wall_us.txt").read_text()) / 1e6, 4) for r in ("run_1", "run_2")]
+    assert records["rv64gcv-zvl256b"]["board"]["name"].startswith("qemu-")
 
 
 def test_a_perturbed_output_fails_agreement(bundled):

@@ -138,14 +138,13 @@ class BundleResults:
 
 
 class ResultsRunner(Runner):
-    """Runs nothing: each run of a cell is the machine's next recorded round of it (cycling), as a RunOutcome."""
+    """Runs nothing: a cell's run is the machine's first round of it; its timed runs are every round it ran."""
 
     def __init__(self, target: Target, results: BundleResults) -> None:
         runtime = Runtime(target.arch, results.path / "bin" / "iree-run-module", None,
                           f"the bundle's ({results.bundle.get('runtime', '?')})")
         self.target, self.runtime, self.qemu = target, runtime, None
         self.results = results
-        self._next: dict[str, int] = {}
 
     @property
     def where(self) -> str:
@@ -154,9 +153,14 @@ class ResultsRunner(Runner):
     def run(self, artifact: Artifact, inputs: list[np.ndarray], workdir: Path, num_outputs: int,
             timeout_s: float | None, qemu_args: tuple[str, ...] = (), launcher: tuple[str, ...] = (),
             runtime_args: tuple[str, ...] = ()) -> RunOutcome:
-        results, target = self.results, self.target
+        """The cell's first round (what agreement checks)."""
         if qemu_args:
-            raise ConfigError(f"target {target.name} runs {self.where}: executed counts need QEMU")
+            raise ConfigError(f"target {self.target.name} runs {self.where}: executed counts need QEMU")
+        return self.replay(artifact, inputs, num_outputs)[0]
+
+    def replay(self, artifact: Artifact, inputs: list[np.ndarray], num_outputs: int) -> list[RunOutcome]:
+        """Every round the machine ran of this cell, in order (what performance times: each must agree)."""
+        results, target = self.results, self.target
         sha = file_sha256(artifact.path)
         cell = results.cell_for(sha, target.name)
         where = f"--rvv-bundle-results {results.path}"
@@ -174,9 +178,7 @@ class ResultsRunner(Runner):
         rounds = sorted((p for p in folder.glob("run_*") if p.is_dir()), key=lambda p: int(p.name[4:] or 0))
         if not rounds:
             raise ConfigError(f"{where}: {folder} has no runs (run.sh stopped early?); run it again")
-        index = self._next.get(cell["name"], 0)
-        self._next[cell["name"]] = index + 1
-        return _outcome(rounds[index % len(rounds)], cell, num_outputs, self.where)
+        return [_outcome(r, cell, num_outputs, self.where) for r in rounds]
 
 
 def _outcome(folder: Path, cell: dict, num_outputs: int, where: str) -> RunOutcome:
