@@ -1,6 +1,6 @@
-"""``--rvv-bundle=DIR``: at the end of the run, the selection's riscv64 cells (models x targets, and the kernel
-suite's cells) written as a bundle (bundle/writer.py), from the session's own cache: the modules the suites
-compiled, the inputs they seeded, the runtime they ran."""
+"""``--rvv-bundle=DIR``: at the end of the run, the riscv64 cells its tests ran on (models x targets, kernel cells)
+written as a bundle (bundle/writer.py), from the session's own cache: the modules the suites compiled, the inputs
+they seeded, the runtime they ran."""
 
 from __future__ import annotations
 
@@ -10,16 +10,20 @@ from typing import Any
 import pytest
 
 from pytest_rvv.base.errors import RvvError
+from pytest_rvv.base.record import Record
 from pytest_rvv.bundle.writer import BundleCell, bundle_bytes, write_bundle
 from pytest_rvv.config.targets import RISCV64
 from pytest_rvv.session import RvvSession
 
 
-def bundle_cells(rvv: RvvSession) -> tuple[list[BundleCell], list[str]]:
-    """The selection's riscv64 cells that compile, and one line per cell that does not."""
+def bundle_cells(rvv: RvvSession, ran: set[tuple[str, str]]) -> tuple[list[BundleCell], list[str]]:
+    """The riscv64 cells among ``ran`` ((model, target) names of the tests that ran) that compile, and one line per
+    cell that does not."""
     settings = rvv.settings
-    pairs = [(m, t) for m in settings.models for t in settings.targets if t.arch == RISCV64]
-    pairs += [(c.model, c.target) for c in (settings.kernels.cells if settings.kernels else ())]
+    models = {m.name: m for m in settings.models} | {
+        c.model.name: c.model for c in (settings.kernels.cells if settings.kernels else ())}
+    pairs = [(models[m], settings.known_targets[t]) for m, t in sorted(ran)
+             if m in models and t in settings.known_targets and settings.known_targets[t].arch == RISCV64]
     cells, left_out = [], []
     for model, target in pairs:
         try:
@@ -34,16 +38,21 @@ def bundle_cells(rvv: RvvSession) -> tuple[list[BundleCell], list[str]]:
 
 
 class BundleWriter:
-    """Writes the bundle once, on the controller, after the last test."""
+    """Writes the bundle once, on the controller, after the last test: the riscv64 cells the run's tests ran on."""
 
     def __init__(self, rvv: RvvSession, directory: str) -> None:
         self.rvv, self.directory = rvv, Path(directory)
         self.lines: list[str] = []
+        self.ran: set[tuple[str, str]] = set()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if (cell := Record.of(report).cell) is not None:
+            self.ran.add((cell[0], cell[1]))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(session.config, "workerinput"):
             return
-        cells, left_out = bundle_cells(self.rvv)
+        cells, left_out = bundle_cells(self.rvv, self.ran)
         if not cells:
             self.lines.append(f"rvv: --rvv-bundle={self.directory}: no riscv64 cell in the selection compiled; "
                               "nothing written (select riscv64 targets with --rvv-targets)")
