@@ -21,6 +21,7 @@ from pytest_rvv.base.stages import StageProfile
 from pytest_rvv.base.store import check_writable
 from pytest_rvv.base.tools import default_tools_dir
 from pytest_rvv.bundle.collect import BundleWriter
+from pytest_rvv.bundle.writer import check_replaceable
 from pytest_rvv.comparison.summary import ComparisonSummary
 from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
@@ -116,6 +117,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                           sorted(settings.every_model_name))
         if settings.iree_build is not None:
             find_toolchain(settings.iree_build)  # a build directory without iree-compile: one line, now
+        if settings.bundle_results is not None and settings.compare:
+            raise ConfigError("--rvv-bundle-results judges one toolchain's bundle; it cannot be combined with "
+                              "--rvv-compare (compare the toolchains here, or judge each one's bundle on its own)")
         reference = _reference_toolchain(settings)
         # read once, here, so a damaged file is one line (not an internal error in the header or at collection)
         uses_durations = settings.shard or _schedules_by_cell(config)
@@ -124,6 +128,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if not hasattr(config, "workerinput"):  # the controller refuses before workers start
             session.check_boards()  # each board in use probed once: a target it cannot run right is refused now
             _ = session.bundle_results  # a damaged or foreign results folder: one line, before any test
+            if settings.bundle is not None:
+                check_replaceable(settings.bundle)  # not a folder of something else: refused before the run
     except RvvError as exc:
         raise pytest.UsageError(str(exc)) from None
     notices = SessionNotices(settings.compare, COMPARISON_FIXTURE)

@@ -246,7 +246,7 @@ class RvvSession:
     def bundle_results(self) -> BundleResults | None:
         """--rvv-bundle-results: a RISC-V machine's runs of a bundle, read and checked once (one line if damaged)."""
         path = self.settings.bundle_results
-        if path is None:
+        if path is None or self.is_reference:
             return None
         results = BundleResults.load(path)
         results.check_toolchain(self.toolchain.compiler_version)

@@ -83,12 +83,16 @@ def test_a_machine_lacking_an_extension_or_the_vlen_refuses_the_cell_in_one_line
     assert ("run.sh: rv64gcv-zvl256b/mlp refused: compiled for VLEN >= 256, this machine has VLEN 128: it would "
             "run with silently wrong results") in narrow.stderr.splitlines()
     assert (tmp_path / "vlen128" / "cells" / "rv64gc" / "mlp" / "run_1" / "output_0.npy").is_file()
+    again = run_bundle(bundle, results, cpu=VECTOR_256 + ",zfh=true,zvfh=true", rounds=1)  # the same folder again
+    assert again.returncode == 0 and again.stderr == ""
+    assert not list(results.glob("cells/*/*/refused.txt"))
+    assert not (results / "cells" / "rv64gc" / "mlp" / "run_2").exists()  # the earlier run's second round is gone
 
 
 def test_judged_results_agree_as_the_suites_do_and_are_that_machines_numbers(bundled, tmp_path):
     project, _, results, _ = bundled
     judged = judge(project, results, f"--rvv-report={tmp_path / 'report'}")
-    judged.assert_outcomes(passed=5, skipped=1)
+    judged.assert_outcomes(passed=4, skipped=2)  # the f16 target's agreement and performance: refused there
     judged.stdout.fnmatch_lines([
         f"rvv: bundle results {results}: machine qemu-*h-vlen256 (qemu, * harts, VLEN 256, kernel *; id *), 3 cells, "
         "rounds=2; refused there: rv64gcv-zvl256b-zvfh; riscv64 cells are judged from it (no QEMU)",
@@ -248,4 +252,34 @@ def test_the_workflows_silicon_and_judge_steps_work_as_written(bundled, tmp_path
     assert args[0] == ".venv/bin/pytest"
     args = [a.removeprefix("suites/") for a in args[1:] if a not in ("-n", "auto")]
     judged = project.run(*args, "--rvv-models=mlp")  # the selection the bundle fixture bundled
-    judged.assert_outcomes(passed=5, skipped=1)  # the f16 target: refused on a machine without zvfh
+    judged.assert_outcomes(passed=4, skipped=2)  # the f16 target: refused on a machine without zvfh
+
+
+def test_a_cells_needs_are_what_linux_lists_without_hints_or_vlen():
+    from pytest_rvv.bundle.writer import BundleCell
+    from pytest_rvv.config.targets import BUILTIN_TARGETS, target_from_table
+
+    def needs(target):
+        return BundleCell("m", target, Path("m.vmfb"), "main", (), 1).needs
+
+    rva23 = needs(BUILTIN_TARGETS["rva23u64"])
+    assert {"zicbop", "zihintntl", "zihintpause"}.isdisjoint(rva23) and "zvl128b" not in rva23
+    assert {"v", "zba", "zbb", "zbs", "zvfh", "zvbb"} <= set(rva23)
+    custom = target_from_table("b-zmmul", {"arch": "riscv64", "features": ["+zmmul", "+b", "+zve32x"]}, {})
+    assert needs(custom) == ("m", "zba", "zbb", "zbs", "v")
+
+
+def test_bundle_options_that_cannot_work_are_one_line_before_any_test(project, tmp_path):
+    project.write(models=("mlp",))
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    refused = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=rv64gc", f"--rvv-bundle={precious}")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"ERROR: --rvv-bundle {precious}: the folder holds something that is not a bundle; "
+                                  "give a new or empty folder (an earlier bundle there is replaced)"])
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    both = project.run("correctness", "--rvv-models=mlp", f"--rvv-bundle-results={tmp_path}",
+                       "--rvv-compare=iree-base-compiler==3.12.0")
+    both.stderr.fnmatch_lines(["ERROR: --rvv-bundle-results judges one toolchain's bundle; it cannot be combined with "
+                               "--rvv-compare*"])

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.record import Record
-from pytest_rvv.bundle.writer import BundleCell, bundle_bytes, write_bundle
+from pytest_rvv.bundle.writer import SAFE_NAME, BundleCell, bundle_bytes, write_bundle
 from pytest_rvv.config.targets import RISCV64
 from pytest_rvv.session import RvvSession
 
@@ -26,6 +26,9 @@ def bundle_cells(rvv: RvvSession, ran: set[tuple[str, str]]) -> tuple[list[Bundl
              if m in models and t in settings.known_targets and settings.known_targets[t].arch == RISCV64]
     cells, left_out = [], []
     for model, target in pairs:
+        if not SAFE_NAME.match(model.name):
+            left_out.append(f"{model.name}@{target.name}: a bundle's cell folder takes letters, digits and ._,+- only")
+            continue
         try:
             artifact = rvv.artifact(model, target)
             oracle = rvv.oracle(model)
@@ -56,6 +59,7 @@ class BundleWriter:
         if not cells:
             self.lines.append(f"rvv: --rvv-bundle={self.directory}: no riscv64 cell in the selection compiled; "
                               "nothing written (select riscv64 targets with --rvv-targets)")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
             return
         try:
             runtime = self.rvv.runtime(RISCV64)
@@ -68,7 +72,9 @@ class BundleWriter:
             return
         size = bundle_bytes(written) / 2**20
         self.lines.append(f"rvv: bundle {written}: {len(cells)} cells, {size:.1f} MiB; on a riscv64 machine run "
-                          f"'sh run.sh', then judge here: pytest ... --rvv-bundle-results=<its results folder>")
+                          "'sh run.sh', then judge here: pytest suites/correctness/test_agreement.py "
+                          "suites/performance/test_performance.py --rvv-bundle-results=<its results folder> with this "
+                          "run's --rvv-targets/--rvv-models")
         self.lines += [f"rvv: bundle leaves out {line}" for line in left_out]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

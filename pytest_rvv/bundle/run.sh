@@ -3,8 +3,10 @@
 #   sh run.sh [RESULTS_DIR]     (default: results/ beside this script)
 #   RVV_REPEAT=N                runs per cell (default: the bundle's), interleaved: each round runs every cell once
 #   RVV_LAUNCHER='qemu-riscv64 -cpu ...'   a stand-in for a board (prefixes the probe and every run; empty on one)
-# Judge the results where pytest-rvv is installed: pytest suites/ --rvv-bundle-results=RESULTS_DIR
+# Judge the results where pytest-rvv is installed, with the selection that wrote the bundle:
+#   pytest suites/correctness/test_agreement.py suites/performance/test_performance.py --rvv-bundle-results=RESULTS_DIR
 set -u
+unset CDPATH
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/results}
 repeat=${RVV_REPEAT:-@REPEAT@}
@@ -12,6 +14,7 @@ launch=${RVV_LAUNCHER:-}
 mkdir -p "$out" || { echo "run.sh: cannot create $out" >&2; exit 2; }
 out=$(cd "$out" && pwd)
 rm -f "$out/complete"
+rm -rf "$out/cells"  # a results folder holds one run of one bundle
 cp "$here/bundle.json" "$out/bundle.json"
 
 # the machine: V, VLEN (the vlenb CSR), /proc/cpuinfo's isa, uarch, marchid, model name, harts; the kernel
@@ -20,7 +23,7 @@ if ! $launch "$here/bin/facts" > "$out/facts.txt" 2> "$out/facts.err"; then
     exit 2
 fi
 echo "kernel=$(uname -r)" >> "$out/facts.txt"
-isa=$(sed -n 's/^isa=//p' "$out/facts.txt")
+isa=$(sed -n 's/^isa=//p' "$out/facts.txt" | tr 'A-Z' 'a-z')
 vlen=$(sed -n 's/^vlen=//p' "$out/facts.txt")
 base=${isa%%_*}
 base=${base#rv64}
@@ -37,9 +40,8 @@ gnutime=""
 if [ -x /usr/bin/time ] && /usr/bin/time -f %M -o /dev/null true 2>/dev/null; then gnutime=1; fi
 
 runnable=""
-while read -r cell min_vlen needs; do
+while read -r cell min_vlen needs || [ -n "${cell:-}" ]; do
     [ -n "$cell" ] || continue
-    rm -rf "$out/cells/$cell"
     mkdir -p "$out/cells/$cell"
     missing=""
     for e in $needs; do has "$e" || missing="$missing $e"; done
@@ -62,9 +64,12 @@ while [ "$round" -le "$repeat" ]; do
     for cell in $runnable; do
         dir="$out/cells/$cell/run_$round"
         mkdir -p "$dir"
-        sed "s|@CELL@|$here/cells/$cell|g" "$here/cells/$cell/args" > "$dir/args"
         set --
-        while read -r arg; do set -- "$@" "$arg"; done < "$dir/args"
+        while read -r arg || [ -n "$arg" ]; do  # @CELL@: this cell's folder here
+            case "$arg" in *@CELL@*) arg="${arg%%@CELL@*}$here/cells/$cell${arg#*@CELL@}" ;; esac
+            set -- "$@" "$arg"
+        done < "$here/cells/$cell/args"
+        printf '%s\n' "$@" > "$dir/args"
         start=$(date +%s%N)
         if [ -n "$gnutime" ]; then  # $launch unquoted: empty on a board, a command and its options under QEMU
             (cd "$dir" && /usr/bin/time -f '%e %U %S %M' -o time.txt $launch "$here/bin/iree-run-module" "$@" \

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.errors import ConfigError, ToolMissing
 from pytest_rvv.base.store import Store, digest, file_sha256
 from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.config.targets import Target
@@ -34,6 +35,12 @@ from pytest_rvv.run.bundle_results import BUNDLE_SCHEMA, inputs_sha256
 
 RUN_SH = Path(__file__).with_name("run.sh")
 DEFAULT_ROUNDS = 5
+# Extensions a kernel may not list by their own name: listed through what implies them (b is zba, zbb and zbs).
+IMPLIED_BY = {"zmmul": ("m",), "zaamo": ("a",), "zalrsc": ("a",), "zca": ("c",), "zcd": ("c", "d"),
+              "zcf": ("c", "f"), "b": ("zba", "zbb", "zbs"), "zve32x": ("v",), "zve32f": ("v",), "zve64x": ("v",),
+              "zve64f": ("v",), "zve64d": ("v",)}
+HINTS = frozenset({"zicbop", "zihintntl", "zihintpause"})  # encoded as HINTs: a machine without them runs them as nops
+SAFE_NAME = re.compile(r"^[A-Za-z0-9._,+-]+$")  # what run.sh handles in a cell's folder name
 # What the board is: printed as key=value lines (run.sh adds the kernel).
 FACTS_C = r"""
 #include <stdio.h>
@@ -98,8 +105,16 @@ class BundleCell:
 
     @property
     def needs(self) -> tuple[str, ...]:
-        """The extensions a machine must list (``zvlNb`` is checked as VLEN instead)."""
-        return tuple(e for e in self.target.extensions if not (e.startswith("zvl") and e.endswith("b")))
+        """The extensions a machine's ``isa`` line must list: each as Linux names it (an implied subset by the
+        extension that implies it), without hints (they execute as no-ops anywhere) and ``zvlNb`` (checked as VLEN)."""
+        found: list[str] = []
+        for ext in self.target.extensions:
+            if ext in HINTS or (ext.startswith("zvl") and ext.endswith("b")):
+                continue
+            for name in IMPLIED_BY.get(ext, (ext,)):
+                if name not in found:
+                    found.append(name)
+        return tuple(found)
 
     def args(self) -> list[str]:
         """iree-run-module's arguments, ``@CELL@`` standing for the cell's folder on the machine."""
@@ -112,6 +127,7 @@ def write_bundle(directory: Path, cells: list[BundleCell], runtime: Path, runtim
                  store: Store, rounds: int = DEFAULT_ROUNDS) -> Path:
     """Write the bundle of ``cells`` to ``directory`` (replacing one that is there), whole or not at all."""
     directory = directory.resolve()
+    check_replaceable(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
     tmp.chmod(0o755)
@@ -144,7 +160,11 @@ def write_bundle(directory: Path, cells: list[BundleCell], runtime: Path, runtim
         if directory.exists():
             old = directory.with_name(f".{directory.name}-old-{os.getpid()}")
             directory.rename(old)
-            tmp.rename(directory)
+            try:
+                tmp.rename(directory)
+            except BaseException:
+                old.rename(directory)  # the bundle that was there stays
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             tmp.rename(directory)
@@ -152,6 +172,23 @@ def write_bundle(directory: Path, cells: list[BundleCell], runtime: Path, runtim
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def check_replaceable(directory: Path) -> None:
+    """Only an empty folder or an earlier bundle is replaced: anything else named by --rvv-bundle is refused."""
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise ConfigError(f"--rvv-bundle {directory}: not a directory; give a new or empty folder")
+    if not any(directory.iterdir()):
+        return
+    try:
+        schema = json.loads((directory / "bundle.json").read_text()).get("schema")
+    except (OSError, ValueError, AttributeError):
+        schema = None
+    if schema != BUNDLE_SCHEMA:
+        raise ConfigError(f"--rvv-bundle {directory}: the folder holds something that is not a bundle; give a new "
+                          "or empty folder (an earlier bundle there is replaced)")
 
 
 def bundle_bytes(directory: Path) -> int:

@@ -25,7 +25,7 @@ from pytest_rvv.config.cores import Core, machine_core
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import Target
 from pytest_rvv.run.runner import Runner, RunOutcome
-from pytest_rvv.run.ssh_board import board_metrics
+from pytest_rvv.run.ssh_board import board_metrics, gnu_time
 from pytest_rvv.toolchain.runtimes import Runtime
 
 BUNDLE_SCHEMA = "pytest-rvv-bundle/1"
@@ -156,9 +156,10 @@ class ResultsRunner(Runner):
         """The cell's first round (what agreement checks)."""
         if qemu_args:
             raise ConfigError(f"target {self.target.name} runs {self.where}: executed counts need QEMU")
-        return self.replay(artifact, inputs, num_outputs)[0]
+        return self.replay(artifact, inputs, num_outputs, limit=1)[0]
 
-    def replay(self, artifact: Artifact, inputs: list[np.ndarray], num_outputs: int) -> list[RunOutcome]:
+    def replay(self, artifact: Artifact, inputs: list[np.ndarray], num_outputs: int,
+               limit: int | None = None) -> list[RunOutcome]:
         """Every round the machine ran of this cell, in order (what performance times: each must agree)."""
         results, target = self.results, self.target
         sha = file_sha256(artifact.path)
@@ -178,7 +179,7 @@ class ResultsRunner(Runner):
         rounds = sorted((p for p in folder.glob("run_*") if p.is_dir()), key=lambda p: int(p.name[4:] or 0))
         if not rounds:
             raise ConfigError(f"{where}: {folder} has no runs (run.sh stopped early?); run it again")
-        return [_outcome(r, cell, num_outputs, self.where) for r in rounds]
+        return [_outcome(r, cell, num_outputs, self.where) for r in rounds[:limit]]
 
 
 def _outcome(folder: Path, cell: dict, num_outputs: int, where: str) -> RunOutcome:
@@ -194,12 +195,10 @@ def _outcome(folder: Path, cell: dict, num_outputs: int, where: str) -> RunOutco
     except ValueError:
         raise ConfigError(f"{folder}: rc.txt or wall_us.txt is not a number; run the bundle's run.sh again") from None
     stdout, stderr = text("run.out"), text("run.err")
-    timing = (folder / "time.txt").read_bytes() if (folder / "time.txt").is_file() else b""
-    measured = board_metrics({"time.txt": timing})
-    fields = timing.decode(errors="replace").split()
-    cpu = float(fields[-3]) + float(fields[-2]) if len(fields) >= 4 and "board_peak_rss_kb" in measured else None
+    files = {"time.txt": (folder / "time.txt").read_bytes() if (folder / "time.txt").is_file() else b""}
+    measured, timing = board_metrics(files), gnu_time(files)
     process = ProcessResult((f"{folder}/args",), -(rc - 128) if rc > 128 else rc, stdout, stderr, wall_us / 1e6,
-                            cpu if cpu is not None else wall_us / 1e6, False)
+                            timing[0] if timing else wall_us / 1e6, False)
     if rc != 0:
         raise RunFailed(f"iree-run-module {process.status()} running {cell['name']} {where}",
                         details=f"--- {folder}/run.err (tail) ---\n{tail(stderr, 25)}")

@@ -320,7 +320,7 @@ def _process_result(files: dict[str, bytes], command: list[str], limit: int) -> 
     timeout, 128+N a signal."""
     rc = int(files["rc.txt"].decode().strip() or "1")
     wall = int(files.get("wall_us.txt", b"0").decode().strip() or "0") / 1e6
-    timing = _gnu_time(files)
+    timing = gnu_time(files)
     cpu = timing[0] if timing else wall
     timed_out = rc in (124, 137) and wall >= limit - 0.5
     returncode = -(rc - 128) if rc > 128 and not timed_out else rc
@@ -332,7 +332,7 @@ def _process_result(files: dict[str, bytes], command: list[str], limit: int) -> 
 def board_metrics(files: dict[str, bytes]) -> dict[str, float]:
     """Peak RSS (GNU time) and hardware counters (perf stat) of a board run, when the board gave them."""
     metrics: dict[str, float] = {}
-    if timing := _gnu_time(files):
+    if timing := gnu_time(files):
         metrics["board_peak_rss_kb"] = timing[1]
     for line in files.get("perf.txt", b"").decode().splitlines():
         fields = line.split(",")
@@ -341,7 +341,7 @@ def board_metrics(files: dict[str, bytes]) -> dict[str, float]:
     return metrics
 
 
-def _gnu_time(files: dict[str, bytes]) -> tuple[float, int] | None:
+def gnu_time(files: dict[str, bytes]) -> tuple[float, int] | None:
     """(user + system seconds, peak RSS KiB) from GNU time's ``%e %U %S %M`` line, None without one."""
     for line in reversed(files.get("time.txt", b"").decode(errors="replace").splitlines()):
         fields = line.split()
