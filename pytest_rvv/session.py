@@ -252,12 +252,15 @@ class RvvSession:
         results.check_toolchain(self.toolchain.compiler_version)
         return results
 
+    def results_for(self, target: Target) -> BundleResults | None:
+        """The bundle results ``target``'s cells are judged from (riscv64 targets, with --rvv-bundle-results)."""
+        return self.bundle_results if target.arch == RISCV64 else None
+
     @functools.cache  # noqa: B019
     def runner(self, target: Target) -> Runner:
         """A checked runner: its runtime has run the probe module for this target (on its board, if any); a riscv64
         target judged from a bundle's results runs nothing here."""
-        if self.bundle_results is not None and target.arch == RISCV64:
-            results = self.bundle_results
+        if (results := self.results_for(target)) is not None:
             if reason := results.refusal(target.name):
                 raise RuntimeNotProvided(f"{target.name} was refused on {results.machine.name}, which ran the "
                                          f"bundle: {reason}")
@@ -312,8 +315,8 @@ class RvvSession:
     def machine_for(self, target: Target) -> Machine:
         """The machine a target's machine-bound numbers belong to: its board (or the machine that ran a bundle's
         results), else this machine."""
-        if self.bundle_results is not None and target.arch == RISCV64:
-            return self.bundle_results.machine
+        if (results := self.results_for(target)) is not None:
+            return results.machine
         board = self.board_for(target)
         if board is None:
             return self.machine

@@ -1,4 +1,5 @@
-"""Building the project's small C helpers (QEMU plugin, RSS probe) on first use, into the cache."""
+"""Building the project's small C helpers (QEMU plugin, RSS probe; the riscv64 facts probe) on first use, into the
+cache."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store, digest
-from pytest_rvv.base.tools import version_output
+from pytest_rvv.base.tools import find_executable, version_output
 
 
 def build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *, shared: bool) -> Path:
@@ -34,5 +35,29 @@ def build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *
         if not result.ok:
             raise ToolMissing(f"building {output} failed: {result.stderr.strip()[:300]}")
         return {"cc": cc}
+
+    return store.get_or_build("c-builds", key, build).file(output)
+
+
+def build_riscv64_static(store: Store, source: str, output: str, purpose: str) -> Path:
+    """``source`` (C) as a static riscv64 Linux program for rv64gc (it runs on any riscv64 machine), cross-built with
+    clang-22 once per source and compiler; ``purpose`` names it in the one line a missing tool gives."""
+    clang = find_executable("clang-22")
+    if clang is None:
+        raise ToolMissing(f"clang-22 not found (it builds {purpose}): apt-get install clang-22 "
+                          "(or bash scripts/setup.sh system)")
+    key = digest(["riscv64-static-v1", output, source, version_output(clang)])
+
+    def build(tmp: Path) -> dict[str, object]:
+        work = tmp / ".src"
+        work.mkdir()
+        (work / f"{output}.c").write_text(source)
+        result = run_process([str(clang), "--target=riscv64-linux-gnu", "-march=rv64gc", "-O2", "-static", "-o",
+                              tmp / output, work / f"{output}.c"], timeout_s=300)
+        shutil.rmtree(work)
+        if not result.ok:
+            raise ToolMissing(f"building {purpose} failed: {result.stderr.strip()[:300]} "
+                              "(apt-get install libc6-dev-riscv64-cross)")
+        return {"clang": str(clang)}
 
     return store.get_or_build("c-builds", key, build).file(output)

@@ -20,18 +20,17 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.base.errors import ConfigError, ToolMissing
-from pytest_rvv.base.store import Store, digest, file_sha256
-from pytest_rvv.base.tools import find_executable, version_output
+from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.base.store import Store, file_sha256
 from pytest_rvv.config.targets import Target
 from pytest_rvv.run.bundle_results import BUNDLE_SCHEMA, inputs_sha256
+from pytest_rvv.run.facts_probe import build_facts_probe
 
 RUN_SH = Path(__file__).with_name("run.sh")
 DEFAULT_ROUNDS = 5
@@ -41,51 +40,6 @@ IMPLIED_BY = {"zmmul": ("m",), "zaamo": ("a",), "zalrsc": ("a",), "zca": ("c",),
               "zve64f": ("v",), "zve64d": ("v",)}
 HINTS = frozenset({"zicbop", "zihintntl", "zihintpause"})  # encoded as HINTs: a machine without them runs them as nops
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._,+-]+$")  # what run.sh handles in a cell's folder name
-# What the board is: printed as key=value lines (run.sh adds the kernel).
-FACTS_C = r"""
-#include <stdio.h>
-#include <string.h>
-#include <sys/auxv.h>
-
-static void field(const char *line, const char *key)
-{
-    size_t n = strlen(key);
-    const char *colon = strchr(line, ':');
-    if (strncmp(line, key, n) == 0 && colon && (line[n] == ' ' || line[n] == '\t' || line[n] == ':')) {
-        char value[512] = "";
-        sscanf(colon + 1, " %511[^\n]", value);
-        printf("%s=%s\n", key, value);
-    }
-}
-
-int main(void)
-{
-    unsigned long hwcap = getauxval(AT_HWCAP), vlenb = 0;
-    int v = (hwcap >> ('V' - 'A')) & 1, harts = 0, first = 1;
-    if (v) {
-        __asm__ volatile("csrr %0, 0xc22" : "=r"(vlenb)); /* vlenb, by number: the probe is built without V */
-    }
-    printf("v=%d\nvlen=%lu\n", v, vlenb * 8);
-    char line[1024];
-    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
-    while (cpuinfo && fgets(line, sizeof line, cpuinfo)) {
-        if (strncmp(line, "processor", 9) == 0) {
-            harts++;
-            first = harts == 1;
-        }
-        if (first) {
-            field(line, "isa");
-            field(line, "uarch");
-            field(line, "mvendorid");
-            field(line, "marchid");
-            field(line, "mimpid");
-            field(line, "model name");
-        }
-    }
-    printf("harts=%d\n", harts);
-    return 0;
-}
-"""
 
 
 @dataclass(frozen=True)
@@ -193,24 +147,3 @@ def check_replaceable(directory: Path) -> None:
 
 def bundle_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
-
-
-def build_facts_probe(store: Store) -> Path:
-    """The facts probe for riscv64 Linux, static, cross-built once into the cache with clang-22."""
-    clang = find_executable("clang-22")
-    if clang is None:
-        raise ToolMissing("clang-22 not found (it builds the bundle's facts probe): apt-get install clang-22 "
-                          "(or bash scripts/setup.sh system)")
-    key = digest(["bundle-facts-v2", FACTS_C, version_output(clang)])
-
-    def build(tmp: Path) -> dict[str, object]:
-        (tmp / "facts.c").write_text(FACTS_C)
-        proc = subprocess.run([str(clang), "--target=riscv64-linux-gnu", "-march=rv64gc", "-O2", "-static",
-                               "-o", str(tmp / "facts"), str(tmp / "facts.c")], capture_output=True, text=True)
-        (tmp / "facts.c").unlink()
-        if proc.returncode != 0:
-            raise ToolMissing(f"building the facts probe failed: {proc.stderr.strip()[:300]} "
-                              "(apt-get install libc6-dev-riscv64-cross)")
-        return {"clang": str(clang)}
-
-    return store.get_or_build("c-builds", key, build).file("facts")

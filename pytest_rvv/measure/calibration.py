@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import CORES
-from pytest_rvv.measure.silicon import BlockCode, block_cycles
+from pytest_rvv.measure.silicon import BlockCode, block_cycles, find_mca, mca_version
 
 COPIES = 8  # rvv-bench's block: 8 copies of the instruction, destinations rotating over the free register groups
 # camel-cdr/rvv-bench-results @ 6438d64, table tblMaa (vl=VLMAX, ta, ma): cycles per instruction, the middle 60 % of
@@ -95,11 +95,10 @@ class InstructionCalibration:
 
 def calibrate(timings: tuple[InstructionTiming, ...], store: Store) -> list[InstructionCalibration]:
     """Each published timing's block through the estimator (one llvm-mca input per core, cached)."""
-    from pytest_rvv.measure.silicon import find_mca, mca_version
-
+    llvm_mca = mca_version(find_mca())
     found = []
     for core in dict.fromkeys(t.core for t in timings):
         chosen = [t for t in timings if t.core == core]
         cycles, _, _ = block_cycles([t.block() for t in chosen], CORES[core], store)
-        found += [InstructionCalibration(t, cycles[t.block()] / COPIES, mca_version(find_mca())) for t in chosen]
+        found += [InstructionCalibration(t, cycles[t.block()] / COPIES, llvm_mca) for t in chosen]
     return found

@@ -24,6 +24,7 @@ from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.config.cores import Core, machine_core
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import Target
+from pytest_rvv.run.facts_probe import parse_facts
 from pytest_rvv.run.runner import Runner, RunOutcome
 from pytest_rvv.run.ssh_board import board_metrics, gnu_time
 from pytest_rvv.toolchain.runtimes import Runtime
@@ -94,10 +95,9 @@ class BundleResults:
         if not (path / "complete").is_file():
             raise ConfigError(f"{where}: run.sh did not finish there (no 'complete'); run it to the end again")
         try:
-            lines = (path / "facts.txt").read_text().splitlines()
+            values = parse_facts((path / "facts.txt").read_text())
         except OSError as exc:
             raise ConfigError(f"{where}: facts.txt is missing ({exc}); run the bundle's run.sh again") from None
-        values = dict(line.split("=", 1) for line in lines if "=" in line)
         if "vlen" not in values or "isa" not in values:
             raise ConfigError(f"{where}: facts.txt has no vlen/isa lines: the facts probe did not run there")
         return cls(path, bundle, MachineFacts(values), {c["name"]: c for c in bundle.get("cells", [])})

@@ -7,7 +7,7 @@ go to a per-run folder that is removed after the run. Runs are limited on the bo
 ``timeout``, timed there (wall clock; user/system time and peak RSS with GNU time when the board
 has it; ``cycles``/``instructions`` with ``perf stat`` when the board allows it).
 
-A board is checked once per session: a tiny riscv64 probe (cross-built with clang-22) reports
+A board is checked once per session: the facts probe (run/facts_probe.py, cross-built with clang-22) reports
 whether the CPU has V and its VLEN, and the ISA string; a target the board cannot run correctly
 (``+zvlNb`` above its VLEN, or ``+v`` without V) is refused with one line. ``launcher`` prefixes
 every command on the board (e.g. ``qemu-riscv64 -cpu ...`` on a host that is not riscv64).
@@ -29,42 +29,18 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.base.errors import ConfigError, RunFailed, RvvError, ToolMissing, tail
+from pytest_rvv.base.errors import ConfigError, RunFailed, RvvError, tail
 from pytest_rvv.base.process import ProcessResult
 from pytest_rvv.base.store import Store, digest, file_sha256
-from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.config.boards import Board
 from pytest_rvv.config.targets import RISCV64, Target
+from pytest_rvv.run.facts_probe import build_facts_probe, parse_facts
 from pytest_rvv.run.runner import GUEST_MODULE, GUEST_PROGRAM, Runner, RunOutcome
 from pytest_rvv.toolchain.runtimes import Runtime
 
 SSH_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5
-PROBE_C = r"""
-#include <stdio.h>
-#include <string.h>
-#include <sys/auxv.h>
-
-int main(void)
-{
-    unsigned long hwcap = getauxval(AT_HWCAP), vlenb = 0;
-    int v = (hwcap >> ('V' - 'A')) & 1;
-    if (v) {
-        __asm__ volatile("csrr %0, 0xc22" : "=r"(vlenb)); /* vlenb, by number: the probe is built without V */
-    }
-    char line[512] = "", isa[512] = "?";
-    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
-    while (cpuinfo && fgets(line, sizeof line, cpuinfo)) {
-        if (strncmp(line, "isa", 3) == 0 && strchr(line, ':')) {
-            sscanf(strchr(line, ':') + 1, "%511s", isa);
-            break;
-        }
-    }
-    printf("pytest-rvv-probe v=%d vlen=%lu isa=%s\n", v, vlenb * 8, isa);
-    return 0;
-}
-"""
 _UNREACHABLE = re.compile(r"Could not resolve hostname|Connection refused|Connection timed out|No route to host|"
                           r"Network is unreachable|Connection closed|Operation timed out|kex_exchange")
 _AUTH = re.compile(r"Permission denied|Host key verification failed|Too many authentication failures")
@@ -169,7 +145,7 @@ class BoardLink:
 
     def facts(self) -> BoardFacts:
         """Probe the board (V, VLEN, ISA, kernel, GNU time, perf)."""
-        probe = self.upload(build_probe(self.store), "vlen-probe")
+        probe = self.upload(build_facts_probe(self.store), "vlen-probe")
         launcher = shlex.join(self.board.launcher)
         script = (f"{launcher} {shlex.quote(probe)}; uname -r; "
                   "if [ -x /usr/bin/time ]; then echo gnu-time; fi; "
@@ -177,13 +153,13 @@ class BoardLink:
                   "then echo perf; fi")
         proc = self.ssh(script)
         out = proc.stdout.decode(errors="replace")
-        match = re.search(r"pytest-rvv-probe v=(\d) vlen=(\d+) isa=(\S+)", out)
-        if match is None:
+        facts = parse_facts(out)
+        if "v" not in facts or "vlen" not in facts:
             raise BoardUnavailable(f"board {self.board.name}: the VLEN probe did not run ("
                                    f"{tail(proc.stderr.decode(errors='replace'), 2).strip() or 'no output'}); "
                                    "is it a riscv64 Linux (or does it need a launcher)?")
-        rest = out[match.end():].split()
-        return BoardFacts(match.group(1) == "1", int(match.group(2)), match.group(3), rest[0] if rest else "?",
+        rest = [line.strip() for line in out.splitlines() if line.strip() and "=" not in line]
+        return BoardFacts(facts["v"] == "1", int(facts["vlen"]), facts.get("isa") or "?", rest[0] if rest else "?",
                           "gnu-time" in rest, "perf" in rest)
 
     def remove(self, path: str) -> None:
@@ -193,27 +169,6 @@ class BoardLink:
     def close(self) -> None:
         subprocess.run(["ssh", "-o", f"ControlPath={self.control}", *self.board.ssh_options, "-O", "exit",
                         self.board.host], capture_output=True, timeout=30, check=False)
-
-
-def build_probe(store: Store) -> Path:
-    """The VLEN probe for riscv64 Linux, static, cross-built once into the cache with clang-22."""
-    clang = find_executable("clang-22")
-    if clang is None:
-        raise ToolMissing("clang-22 not found (it builds the board's VLEN probe): apt-get install clang-22 "
-                          "(or bash scripts/setup.sh system)")
-    key = digest(["board-probe-v2", PROBE_C, version_output(clang)])
-
-    def build(tmp: Path) -> dict[str, object]:
-        (tmp / "probe.c").write_text(PROBE_C)
-        proc = subprocess.run([str(clang), "--target=riscv64-linux-gnu", "-march=rv64gc", "-O2", "-static",
-                               "-o", str(tmp / "vlen-probe"), str(tmp / "probe.c")], capture_output=True, text=True)
-        (tmp / "probe.c").unlink()
-        if proc.returncode != 0:
-            raise ToolMissing(f"building the board probe failed: {proc.stderr.strip()[:300]} "
-                              "(apt-get install libc6-dev-riscv64-cross)")
-        return {"clang": str(clang)}
-
-    return store.get_or_build("c-builds", key, build).file("vlen-probe")
 
 
 class BoardRunner(Runner):
