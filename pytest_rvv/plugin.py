@@ -19,7 +19,6 @@ from pytest_rvv.base.errors import ConfigError, PathUnavailable, RuntimeNotProvi
 from pytest_rvv.base.record import leave
 from pytest_rvv.base.stages import StageProfile
 from pytest_rvv.base.store import check_writable
-from pytest_rvv.base.tools import default_tools_dir
 from pytest_rvv.bundle.collect import BundleWriter
 from pytest_rvv.bundle.writer import check_replaceable
 from pytest_rvv.comparison.summary import ComparisonSummary
@@ -194,7 +193,7 @@ def _reference_toolchain(settings: Settings) -> Toolchain | None:
     """The --rvv-compare toolchain (installed once into the tools cache); refused when it is the one under test."""
     if settings.compare is None:
         return None
-    reference = toolchain_from_spec(settings.compare, default_tools_dir())
+    reference = toolchain_from_spec(settings.compare, settings.tools_dir)
     under_test = find_toolchain(settings.iree_build)
     if reference.compiler_version == under_test.compiler_version:
         raise ConfigError(f"--rvv-compare {settings.compare}: this is the toolchain under test itself "

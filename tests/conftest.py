@@ -14,8 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.base.store import Store
-from pytest_rvv.base.tools import default_tools_dir
-from pytest_rvv.config.settings import default_cache_dir
+from pytest_rvv.config.settings import default_cache_dir, default_tools_dir
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support
 

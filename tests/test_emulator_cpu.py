@@ -1,6 +1,6 @@
 """The QEMU CPU a riscv64 target runs on enables every extension the target compiles for.
 
-The tables in targets.py are checked against QEMU itself: a static riscv64 program built here prints
+The tables in config/emulator.py are checked against QEMU itself: a static riscv64 program built here prints
 /proc/cpuinfo, whose ``isa`` line QEMU linux-user fills with every extension the CPU enables. A SIGILL names its
 instruction and the extension the CPU lacks, through the real compiler, runtime, QEMU and llvm-mc.
 """
@@ -20,18 +20,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from pytest_rvv.base.errors import ConfigError, RunFailed, RuntimeNotProvided
-from pytest_rvv.config.settings import Settings
-from pytest_rvv.config.targets import (
-    BUILTIN_TARGETS,
+from pytest_rvv.config.emulator import (
     QEMU_CANNOT,
     QEMU_CPU_EXTENSIONS,
     QEMU_NEEDS,
     QEMU_OFF_BY_DEFAULT,
-    RISCV64,
-    Target,
     qemu_cpu_extensions,
-    target_from_table,
 )
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import BUILTIN_TARGETS, RISCV64, Target, target_from_table
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import RvvSession

@@ -2,6 +2,8 @@
 
 import pytest
 
+from pytest_rvv.config.settings import DECLARED, Settings, environment
+
 COLLECT = ("--collect-only", "-q", "correctness/test_compile.py")
 
 
@@ -76,6 +78,25 @@ def test_runtime_path_comes_from_the_environment_variable(project, monkeypatch, 
     monkeypatch.setenv("PYTEST_RVV_RUNTIME_RISCV64", str(tmp_path / "iree-run-module"))
     result = project.run("--collect-only", "correctness/test_compile.py", "--rvv-models=mlp")
     result.stdout.fnmatch_lines([f"rvv: riscv64 runtime {tmp_path / 'iree-run-module'}, user-supplied *"])
+
+
+def test_the_environment_only_variables_reach_the_settings(monkeypatch, tmp_path):
+    """PYTEST_RVV_IREE_SRC and PYTEST_RVV_TOOLS_DIR are read once, into the settings a session is handed."""
+    monkeypatch.setenv("PYTEST_RVV_IREE_SRC", str(tmp_path / "iree"))
+    monkeypatch.setenv("PYTEST_RVV_TOOLS_DIR", str(tmp_path / "tools"))
+    settings = Settings.resolve(lambda option: None, {}, tmp_path)
+    assert (settings.iree_source, settings.tools_dir) == (str(tmp_path / "iree"), tmp_path / "tools")
+    monkeypatch.delenv("PYTEST_RVV_TOOLS_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYTEST_RVV_IREE_SRC", "")  # empty is unset
+    settings = Settings.resolve(lambda option: None, {}, tmp_path)
+    assert (settings.iree_source, settings.tools_dir) == (None, tmp_path / "cache" / "pytest-rvv" / "tools")
+
+
+def test_only_a_declared_variable_is_read():
+    with pytest.raises(KeyError, match=r"PYTEST_RVV_UNDECLARED is not declared in config/settings\.py"):
+        environment("PYTEST_RVV_UNDECLARED")
+    assert "PYTEST_RVV_RUNTIME_RISCV64" in DECLARED and "PYTEST_RVV_IREE_SRC" in DECLARED
 
 
 def test_a_plain_list_in_the_table_selects_too(project):

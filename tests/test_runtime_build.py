@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from pytest_rvv.base.errors import RvvError, ToolMissing
+from pytest_rvv.config.settings import Settings
 from pytest_rvv.toolchain.runtime_build import (
     NAMESPACE,
     BuildFailed,
     CrossToolchain,
+    NamedSource,
     SourceNotFound,
     build_key,
     build_runtime,
@@ -39,6 +41,16 @@ def source_tree(root: Path, cmakelists: str = "cmake_minimum_required(VERSION 3.
     return root
 
 
+def option(path: Path) -> NamedSource | None:
+    """IREE's source as ``pytest-rvv build-runtime --source PATH`` names it."""
+    return NamedSource.given(str(path))
+
+
+def variable(root: Path) -> NamedSource | None:
+    """IREE's source as ``pytest-rvv build-runtime`` is handed it without --source: the settings' (its variable)."""
+    return NamedSource.given(None, Settings.resolve(lambda option: None, {}, root).iree_source)
+
+
 def tarball(tree: Path, path: Path) -> Path:
     with tarfile.open(path, "w:xz") as archive:
         archive.add(tree, arcname="iree")
@@ -48,7 +60,7 @@ def tarball(tree: Path, path: Path) -> Path:
 def test_the_variable_names_the_source_and_its_file_name_the_commit(tmp_path, monkeypatch):
     archive = tarball(source_tree(tmp_path / "tree"), tmp_path / "iree-runtime-src-b48a5955.tar.xz")
     monkeypatch.setenv("PYTEST_RVV_IREE_SRC", str(archive))
-    source = find_source(VERSION)
+    source = find_source(VERSION, variable(tmp_path))
     assert source.path == archive and source.is_tarball and source.commit == "b48a5955"
     assert source.origin == f"PYTEST_RVV_IREE_SRC={archive}"
     assert compiler_commit(VERSION) == "89ece87b89852100c0a4ac3d515e14842d090967"
@@ -59,7 +71,7 @@ def test_a_missing_source_says_where_to_get_it(tmp_path, monkeypatch):
     with pytest.raises(SourceNotFound, match=r"nowhere.tar.xz does not exist; set PYTEST_RVV_IREE_SRC to an IREE "
                                              r"git clone, a directory of IREE source trees or "
                                              r"iree-runtime-src-<commit>.tar.xz files, or one tree or .tar.xz"):
-        find_source(VERSION)
+        find_source(VERSION, variable(tmp_path))
 
 
 def test_without_variable_or_network_the_clone_fails_in_one_line(tmp_path, monkeypatch):
@@ -67,7 +79,7 @@ def test_without_variable_or_network_the_clone_fails_in_one_line(tmp_path, monke
     monkeypatch.setenv("PYTEST_RVV_IREE_GIT", str(tmp_path / "no-such-repository"))
     with pytest.raises(SourceNotFound, match=r"^no IREE source: `clone --filter=blob:none` of .* failed \(.*\); "
                                              r"set PYTEST_RVV_IREE_SRC") as info:
-        find_source(VERSION, workdir=tmp_path)
+        find_source(VERSION, variable(tmp_path), workdir=tmp_path)
     assert "\n" not in str(info.value)
 
 
@@ -75,7 +87,7 @@ def test_a_directory_that_is_not_iree_and_holds_none_is_refused(tmp_path):
     (tmp_path / "src" / "docs").mkdir(parents=True)
     with pytest.raises(RvvError, match=r"src holds no IREE source tree, git clone or iree-runtime-src-<commit>.tar.xz "
                                        r"\(searched recursively\)"):
-        find_source(VERSION, str(tmp_path / "src"))
+        find_source(VERSION, option(tmp_path / "src"))
 
 
 def test_a_tarball_of_the_wrong_shape_is_one_line_and_builds_nothing(tmp_path):
@@ -84,7 +96,7 @@ def test_a_tarball_of_the_wrong_shape_is_one_line_and_builds_nothing(tmp_path):
     (stray / "README").write_text("not IREE")
     archive = tarball(stray, tmp_path / "other.tar.xz")
     with pytest.raises(RvvError, match=r"other.tar.xz does not hold an IREE source tree in one top-level folder"):
-        build_runtime(find_source(VERSION, str(archive)), tmp_path / "tools", log=lambda line: None)
+        build_runtime(find_source(VERSION, option(archive)), tmp_path / "tools", log=lambda line: None)
     assert list(built_runtimes(tmp_path / "tools")) == []
 
 
@@ -94,12 +106,12 @@ def test_the_cache_key_follows_the_source_and_the_cross_compiler(tmp_path):
     a = tarball(tree, tmp_path / "iree-src-b48a5955.tar.xz")
     b = tarball(tree, tmp_path / "iree-src-89ece87b.tar.xz")
     unnamed = tarball(tree, tmp_path / "iree.tar.xz")
-    key = build_key(find_source(VERSION, str(a)), tools)
-    assert key == build_key(find_source(VERSION, str(a)), tools)
-    assert key != build_key(find_source(VERSION, str(b)), tools)  # another commit
+    key = build_key(find_source(VERSION, option(a)), tools)
+    assert key == build_key(find_source(VERSION, option(a)), tools)
+    assert key != build_key(find_source(VERSION, option(b)), tools)  # another commit
     other_cc = CrossToolchain(Path("cmake"), Path("ninja"), Path("/nonexistent/clang-23"), Path("clang++-23"))
-    assert key != build_key(find_source(VERSION, str(a)), other_cc)
-    assert find_source(VERSION, str(unnamed)).identity().startswith("sha256:")  # no commit: the content
+    assert key != build_key(find_source(VERSION, option(a)), other_cc)
+    assert find_source(VERSION, option(unnamed)).identity().startswith("sha256:")  # no commit: the content
 
 
 def test_a_failed_build_shows_the_log_tail_and_leaves_nothing_in_the_cache(tmp_path):
@@ -107,7 +119,7 @@ def test_a_failed_build_shows_the_log_tail_and_leaves_nothing_in_the_cache(tmp_p
                                           'purpose")\n')
     with pytest.raises(BuildFailed, match=r"IREE runtime build failed to configure the host build tools "
                                           r"\(exit code 1\); full log: .*build-logs/iree-runtime-\w+\.log") as info:
-        build_runtime(find_source(VERSION, str(tree)), tmp_path / "tools", log=lambda line: None)
+        build_runtime(find_source(VERSION, option(tree)), tmp_path / "tools", log=lambda line: None)
     assert "broken on purpose" in info.value.details
     assert Path(str(info.value).split("full log: ")[1]).is_file()
     assert not list((tmp_path / "tools" / NAMESPACE).rglob("iree-run-module"))

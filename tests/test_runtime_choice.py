@@ -16,7 +16,14 @@ from pytest_rvv.base.store import Store
 from pytest_rvv.comparison.bisect import COULD_NOT_RUN, SKIP, run_selection, verdict_of
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.toolchain.choice import NEAREST, OWN_COMMIT, NoRuntimeLoads, choose_riscv64
-from pytest_rvv.toolchain.iree_source import SourceNotFound, export_commit, find_sources, source_from_path
+from pytest_rvv.toolchain.iree_source import (
+    NamedSource,
+    SourceIndex,
+    SourceNotFound,
+    export_commit,
+    find_sources,
+    source_from_path,
+)
 from pytest_rvv.toolchain.runtime_build import NAMESPACE, build_runtime, built_runtimes, cached_build
 from pytest_rvv.toolchain.toolchain import Toolchain, compiler_date
 
@@ -90,6 +97,18 @@ def test_without_any_runtime_or_source_it_is_a_skip_naming_the_fix(tmp_path, mon
     monkeypatch.delenv("PYTEST_RVV_IREE_SRC", raising=False)
     with pytest.raises(RuntimeNotProvided, match=r"^no riscv64 IREE runtime: build one with"):
         choose_riscv64(toolchain(), tmp_path, lambda path: None)
+
+
+def test_the_source_is_the_one_handed_in_not_the_processs_variable(tmp_path, monkeypatch):
+    """Two toolchains of one run may each be handed their own source: the choice never looks the variable up."""
+    monkeypatch.setenv("PYTEST_RVV_IREE_SRC", str(tmp_path / "not-this-one"))
+    cached(tmp_path, B48, 10)
+    (tmp_path / "handed").mkdir()
+    with pytest.raises(SourceNotFound, match=r"^--source .*handed: .*handed holds no IREE source tree"):
+        choose_riscv64(toolchain(), tmp_path, lambda path: "version mismatch",
+                       source=NamedSource.given(str(tmp_path / "handed")))
+    with pytest.raises(NoRuntimeLoads, match=r"\(no PYTEST_RVV_IREE_SRC\)"):  # none handed: none at all
+        choose_riscv64(toolchain(), tmp_path, lambda path: "version mismatch")
 
 
 def test_the_users_runtime_comes_first(tmp_path):
@@ -191,12 +210,18 @@ def test_a_runtime_option_for_a_side_that_does_not_exist_is_one_line(tmp_path):
 # through the real tools: the runtimes built from ../shared/iree (PYTEST_RVV_IREE_SRC) on this project's machines
 
 
+def sources_of_the_variable() -> SourceIndex | None:
+    """The sources PYTEST_RVV_IREE_SRC names in this test process (.ci/run points it at ../shared/iree)."""
+    named = NamedSource.given(variable=os.environ.get("PYTEST_RVV_IREE_SRC"))
+    return find_sources(named.location, named.origin) if named is not None else None
+
+
 def release_runtime(commit: str) -> Path:
     """The cached riscv64 runtime built from ``commit`` (built now from PYTEST_RVV_IREE_SRC when missing)."""
     found = cached_build(USER_TOOLS, commit)
     if found is not None:
         return found.executable
-    index = find_sources() if os.environ.get("PYTEST_RVV_IREE_SRC") else None
+    index = sources_of_the_variable()
     source = index.for_commit(commit, USER_TOOLS / "scratch") if index is not None else None
     if source is None:
         pytest.skip(f"needs IREE {commit[:8]}'s source to build its riscv64 runtime: set PYTEST_RVV_IREE_SRC "
@@ -235,7 +260,7 @@ def test_a_toolchain_no_runtime_loads_is_said_once_and_its_riscv64_cells_are_err
     b48 = release_runtime(B48)
     env311 = environment_of(toolchain_from_spec("iree-base-compiler==3.11.0", USER_TOOLS))
     monkeypatch.setenv("PYTEST_RVV_TOOLS_DIR", str(only_runtime(tmp_path / "tools", b48)))
-    index = find_sources() if os.environ.get("PYTEST_RVV_IREE_SRC") else None
+    index = sources_of_the_variable()
     b48_source = index.for_commit(B48, tmp_path / "work") if index is not None else None
     if b48_source is None:
         pytest.skip("needs b48a5955's source tarball (PYTEST_RVV_IREE_SRC; .ci/run points it at ../shared/iree)")

@@ -36,10 +36,3 @@ def parse_version(text: str) -> tuple[int, ...]:
     match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
     return tuple(int(g) for g in match.groups() if g is not None) if match else ()
 
-
-def default_tools_dir() -> Path:
-    """Where scripts/setup.sh puts QEMU and runtimes are built: $PYTEST_RVV_TOOLS_DIR or ~/.cache/pytest-rvv/tools."""
-    if env := os.environ.get("PYTEST_RVV_TOOLS_DIR"):
-        return Path(env)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "pytest-rvv" / "tools"

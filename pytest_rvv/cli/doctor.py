@@ -14,7 +14,7 @@ from pathlib import Path
 from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store
-from pytest_rvv.base.tools import default_tools_dir, find_executable, version_output
+from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import AARCH64, RISCV64, Target
@@ -143,11 +143,11 @@ def _cached_runtimes(settings: Settings, session: RvvSession) -> Iterator[Findin
     if settings.compare:
         try:
             sessions["reference"] = RvvSession(settings, toolchain=toolchain_from_spec(settings.compare,
-                                                                                       default_tools_dir()),
+                                                                                       settings.tools_dir),
                                                reference=True)
         except RvvError as exc:
             yield Finding("reference toolchain (--rvv-compare)", False, str(exc), "fix --rvv-compare", required=False)
-    for built in built_runtimes(default_tools_dir()):
+    for built in built_runtimes(settings.tools_dir):
         loads = []
         for side, rvv in sessions.items():
             try:

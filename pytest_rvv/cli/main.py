@@ -11,8 +11,7 @@ from typing import Any
 
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.progress import Progress
-from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
-from pytest_rvv.toolchain.iree_source import SOURCE_ENV
+from pytest_rvv.config.settings import OPTIONS, SOURCE_ENV, TOOLS_DIR_ENV, Option, Settings, read_pyproject_table
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -31,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         "build-runtime", help="build IREE's runtime for riscv64 from IREE's source into the tools cache "
                               f"(source: --source, ${SOURCE_ENV}, or a git clone at the compiler's commit)")
     build.add_argument("--source", metavar="DIR|TARBALL", help=f"IREE source tree or .tar.xz (default ${SOURCE_ENV})")
-    build.add_argument("--tools-dir", metavar="DIR", type=Path, help="default $PYTEST_RVV_TOOLS_DIR or "
+    build.add_argument("--tools-dir", metavar="DIR", type=Path, help=f"default ${TOOLS_DIR_ENV} or "
                        "~/.cache/pytest-rvv/tools")
     bisect = commands.add_parser(
         "bisect", help="find the first IREE release whose verdict on a pytest selection is bad: "
@@ -71,9 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when the runtime is built or already there, 3 when no source can be had, 1 when the build fails."""
-    from pytest_rvv.base.tools import default_tools_dir
     from pytest_rvv.toolchain.runtime_build import (
         BuildFailed,
+        NamedSource,
         SourceNotFound,
         build_runtime,
         commit_mismatch,
@@ -81,14 +80,15 @@ def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
     )
     from pytest_rvv.toolchain.toolchain import find_toolchain
 
-    tools_dir = args.tools_dir or default_tools_dir()
+    tools_dir = args.tools_dir or settings.tools_dir
     toolchain = find_toolchain(settings.iree_build)
 
     log = Progress("build-runtime").log
 
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-iree-src-") as scratch:
         try:
-            source = find_source(toolchain.compiler_version, args.source, Path(scratch))
+            named = NamedSource.given(args.source, settings.iree_source)
+            source = find_source(toolchain.compiler_version, named, Path(scratch))
             built, created = build_runtime(source, tools_dir, log=log)
         except SourceNotFound as exc:
             print(f"pytest-rvv build-runtime: {exc}", file=sys.stderr)
@@ -104,8 +104,8 @@ def build_runtime_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def bisect_command(args: argparse.Namespace) -> int:
-    from pytest_rvv.base.tools import default_tools_dir
     from pytest_rvv.comparison.bisect import bisect_releases, bisect_run
+    from pytest_rvv.config.settings import default_tools_dir
 
     pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
 

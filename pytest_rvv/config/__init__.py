@@ -1,2 +1,3 @@
-"""What the user asks for: settings (options, environment, pyproject.toml), targets, boards, machine identity and the
-silicon cores estimates are made for. May import model/, xdist/ and base/."""
+"""What the user asks for: settings (options, environment, pyproject.toml), targets and the emulator CPU they
+run on (emulator.py), boards, machine identity and the silicon cores estimates are made for. May import model/,
+xdist/ and base/."""

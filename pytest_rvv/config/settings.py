@@ -2,6 +2,10 @@
 
 Precedence, highest first: command-line option, environment variable, ``[tool.pytest.ini_options]``
 (``rvv_*`` keys), ``[tool.pytest_rvv]`` table, built-in default.
+
+Every environment variable pytest-rvv reads is declared here, once: an option's in ``OPTIONS``, the others in
+``VARIABLES``; ``environment(name)`` is the one place the process environment is read (tests/test_architecture.py holds
+every module to it). pytest-xdist's own variables are read where xdist is asked about.
 """
 
 from __future__ import annotations
@@ -112,10 +116,58 @@ OPTIONS: tuple[Option, ...] = (
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 
+SOURCE_ENV = "PYTEST_RVV_IREE_SRC"
+GIT_URL_ENV = "PYTEST_RVV_IREE_GIT"
+TOOLS_DIR_ENV = "PYTEST_RVV_TOOLS_DIR"
+CACHE_HOME_ENV = "XDG_CACHE_HOME"
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+IREE_GIT_URL = "https://github.com/iree-org/iree.git"
+
+
+@dataclass(frozen=True)
+class Variable:
+    """An environment variable pytest-rvv reads that is no option's (an option's is ``Option.env``)."""
+
+    name: str
+    help: str
+    default: str  # what applies when it is unset or empty
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable(SOURCE_ENV, "IREE's source the riscv64 runtimes are built from: a git clone, a directory of IREE source "
+             "trees or iree-runtime-src-<commit>.tar.xz files, or one tree or .tar.xz (`pytest-rvv build-runtime "
+             "--source` comes first)", f"a partial clone of {GIT_URL_ENV} in the tools folder, when it can be reached"),
+    Variable(GIT_URL_ENV, "the IREE git repository the tools folder's partial clone is made from", IREE_GIT_URL),
+    Variable(TOOLS_DIR_ENV, "where scripts/setup.sh puts QEMU, and pytest-rvv its riscv64 runtime builds and "
+             "reference toolchains (`pytest-rvv build-runtime --tools-dir` comes first)",
+             f"${CACHE_HOME_ENV}/pytest-rvv/tools"),
+    Variable(CACHE_HOME_ENV, "the user's cache folder (XDG base directories): the default cache and tools folders "
+             "are in it", "~/.cache"),
+    Variable(SUMMARY_ENV, "GitHub Actions' job summary file: the verdict grid and the failures are appended to it",
+             "no job summary"),
+)
+DECLARED = frozenset({o.env for o in OPTIONS if o.env} | {v.name for v in VARIABLES})
+
+
+def environment(name: str) -> str | None:
+    """The value of the declared environment variable ``name``; None when it is unset or empty.
+
+    The one reader of the process environment: a name declared neither in ``OPTIONS`` nor in ``VARIABLES`` is a
+    KeyError (declare it first)."""
+    if name not in DECLARED:
+        raise KeyError(f"{name} is not declared in config/settings.py (OPTIONS or VARIABLES)")
+    return os.environ.get(name) or None
+
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pytest-rvv"
+    """``$XDG_CACHE_HOME/pytest-rvv``, or ``~/.cache/pytest-rvv``."""
+    return Path(environment(CACHE_HOME_ENV) or str(Path.home() / ".cache")) / "pytest-rvv"
+
+
+def default_tools_dir() -> Path:
+    """Where scripts/setup.sh puts QEMU and runtimes are built: $PYTEST_RVV_TOOLS_DIR or ~/.cache/pytest-rvv/tools."""
+    given = environment(TOOLS_DIR_ENV)
+    return Path(given) if given else default_cache_dir() / "tools"
 
 
 def read_pyproject_table(path: Path | None) -> dict[str, Any]:
@@ -154,6 +206,8 @@ class Settings:
     timeout_s: float
     qemu_dir: Path | None
     expected_failures: Path
+    tools_dir: Path  # PYTEST_RVV_TOOLS_DIR: QEMU, riscv64 runtime builds, reference toolchains
+    iree_source: str | None = None  # PYTEST_RVV_IREE_SRC: IREE's source the riscv64 runtimes are built from
     iree_build: Path | None = None
     machine: str | None = None
     added_work_percent: float = 5.0
@@ -200,6 +254,8 @@ class Settings:
                               "a positive number of seconds", positive=True),
             qemu_dir=given.path("qemu-dir"),
             expected_failures=given.path("expected-failures") or root / "baselines" / "expected-failures.toml",
+            tools_dir=default_tools_dir(),
+            iree_source=environment(SOURCE_ENV),
             iree_build=given.path("iree-build"),
             added_work_percent=_number(given.value("added-work"), 5.0, "--rvv-added-work", "a percentage"),
             machine=check_name(str(given.value("machine")), "--rvv-machine") if given.value("machine") else None,
@@ -234,8 +290,8 @@ class _Given:
         found = self.lookup(option)
         if found is not None and found[0] not in (None, "", []):
             return found
-        if option.env and os.environ.get(option.env):
-            return os.environ[option.env], Path.cwd()
+        if option.env and (value := environment(option.env)):
+            return value, Path.cwd()
         found_in_table = self.table.get(option.key)
         if found_in_table is None and option.name in ("targets", "models"):
             plain = self.table.get(option.name)  # `targets = [...]` also selects

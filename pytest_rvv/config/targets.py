@@ -1,16 +1,24 @@
-"""Targets: a named set of compiler flags plus the emulator CPU that can run the result."""
+"""Targets: a named set of compiler flags plus the emulator CPU that can run the result.
+
+What QEMU enables and how a target's CPU string is derived and checked is config/emulator.py's.
+"""
 
 from __future__ import annotations
 
-import functools
 import platform
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.config import emulator
 from pytest_rvv.config.cores import Core, core, default_cores
+
+# re-exported for run/sigill.py (it reads QEMU's tables through this module)
+from pytest_rvv.config.emulator import QEMU_KNOWN as QEMU_KNOWN
+from pytest_rvv.config.emulator import QEMU_MEASURED as QEMU_MEASURED
+from pytest_rvv.config.emulator import QEMU_OFF_BY_DEFAULT as QEMU_OFF_BY_DEFAULT
+from pytest_rvv.config.emulator import qemu_cpu_extensions as qemu_cpu_extensions
 from pytest_rvv.config.paths import DEFAULT, PATHS, on_path, path_of, without_path
 
 RISCV64 = "riscv64"
@@ -24,8 +32,6 @@ _TRIPLES = {
     HOST: f"{platform.machine()}-unknown-linux-gnu",
 }
 _ABIS = {RISCV64: "lp64d", AARCH64: "", HOST: ""}
-_ZVL = re.compile(r"^\+zvl(\d+)b$")
-_QEMU_VLEN = re.compile(r"(?:^|,)vlen=(\d+)(?:,|$)")
 RV64GC_FEATURES = ("+m", "+a", "+f", "+d", "+c")
 # The RVA23U64 profile's mandatory extensions as LLVM features (clang-22 -march=rva23u64), plus Zvfh and
 # Zvfbfmin, optional in the profile and what f16/bf16 vector code needs.
@@ -35,72 +41,6 @@ RVA23U64_FEATURES = (
     "+zvfh", "+zvfbfmin",
 )
 
-# What QEMU's riscv64 CPUs enable, measured with QEMU 10.0.2: `qemu-riscv64 -cpu CPU` running a static riscv64
-# program that prints /proc/cpuinfo, whose `isa` line is QEMU's riscv_isa_string (every enabled extension). Only
-# user-level extensions are kept (s*, h: no user-mode instructions). tests/test_emulator_cpu.py measures it again
-# and fails when a QEMU upgrade changes any of it.
-QEMU_MEASURED = "10.0.2"
-QEMU_CPU_EXTENSIONS = {
-    "rv64": "i m a f d c zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicntr zicsr zifencei zihintntl "
-            "zihintpause zihpm zmmul za64rs zaamo zalrsc zawrs zfa zca zcd zba zbb zbc zbs",
-    "rva22u64": "i m a f d c b zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicntr zicsr zihintpause "
-                "zihpm zmmul za64rs zaamo zalrsc zfhmin zca zcd zba zbb zbs zkt",
-    "rva22s64": "i m a f d c b zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicntr zicsr zifencei "
-                "zihintpause zihpm zmmul za64rs zaamo zalrsc zfhmin zca zcd zba zbb zbs zkt",
-    "rva23u64": "i m a f d c b v zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicond zicntr zicsr "
-                "zihintntl zihintpause zihpm zimop zmmul za64rs zaamo zalrsc zawrs zfa zfhmin zca zcb zcd zcmop zba "
-                "zbb zbs zkt zvbb zve32f zve32x zve64f zve64d zve64x zvfhmin zvkb zvkt",
-    "rva23s64": "i m a f d c b v zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicond zicntr zicsr "
-                "zifencei zihintntl zihintpause zihpm zimop zmmul za64rs zaamo zalrsc zawrs zfa zfhmin zca zcb zcd "
-                "zcmop zba zbb zbs zkt zvbb zve32f zve32x zve64f zve64d zve64x zvfhmin zvkb zvkt",
-    "max": "i m a f d c b v zic64b zicbom zicbop zicboz ziccamoa ziccif zicclsm ziccrse zicfilp zicfiss zicond zicntr "
-           "zicsr zifencei zihintntl zihintpause zihpm zimop zmmul za64rs zaamo zabha zacas zama16b zalrsc zawrs zfa "
-           "zfbfmin zfh zfhmin zca zcb zcd zcmop zba zbb zbc zbkb zbkc zbkx zbs zk zkn zknd zkne zknh zkr zks zksed "
-           "zksh zkt ztso zvbb zvbc zve32f zve32x zve64f zve64d zve64x zvfbfmin zvfbfwma zvfh zvfhmin zvkb zvkg zvkn "
-           "zvknc zvkned zvkng zvknha zvknhb zvks zvksc zvksed zvksg zvksh zvkt",
-}
-# Every extension LLVM accepts that `-cpu rv64` leaves off (same measurement, QEMU 10.0.2): the QEMU property of its
-# own name enables it (`NAME=true`), with the extensions listed here that QEMU turns on with it (measured under
-# v=true for the vector ones; v itself is v=true). The first five come in the order earlier versions derived them,
-# so existing emulator-cpu strings (and the recorded runs keyed on them) stay the same.
-QEMU_OFF_BY_DEFAULT: dict[str, tuple[str, ...]] = {
-    "zvfh": ("zvfhmin", "zfhmin"), "zvfhmin": (), "zvfbfmin": (), "zvfbfwma": ("zvfbfmin", "zfbfmin"),
-    "zvbb": ("zvkb",),
-    "zfh": ("zfhmin",), "zfhmin": (), "zfbfmin": (),
-    "zvbc": (), "zvkb": (), "zvkg": (), "zvkned": (), "zvknha": (), "zvknhb": (), "zvksed": (), "zvksh": (),
-    "zvkt": (), "zvkn": ("zvkb", "zvkned", "zvknhb", "zvkt"),
-    "zvknc": ("zvbc", "zvkb", "zvkn", "zvkned", "zvknhb", "zvkt"),
-    "zvkng": ("zvkb", "zvkg", "zvkn", "zvkned", "zvknhb", "zvkt"), "zvks": ("zvkb", "zvksed", "zvksh", "zvkt"),
-    "zvksc": ("zvbc", "zvkb", "zvks", "zvksed", "zvksh", "zvkt"),
-    "zvksg": ("zvkb", "zvkg", "zvks", "zvksed", "zvksh", "zvkt"),
-    "b": (), "zicond": (), "zimop": (), "zcmop": (), "zcb": (), "zabha": (), "zacas": (), "zama16b": (), "ztso": (),
-    "zbkb": (), "zbkc": (), "zbkx": (), "zknd": (), "zkne": (), "zknh": (), "zkr": (), "zksed": (), "zksh": (),
-    "zkt": (), "zkn": ("zbkb", "zbkc", "zbkx", "zknd", "zkne", "zknh"),
-    "zks": ("zbkb", "zbkc", "zbkx", "zksed", "zksh"),
-    "zk": ("zbkb", "zbkc", "zbkx", "zkn", "zknd", "zkne", "zknh", "zkr", "zkt"),
-    "zicfilp": (), "zicfiss": (),
-    "xtheadba": (), "xtheadbb": (), "xtheadbs": (), "xtheadcmo": (), "xtheadcondmov": (), "xtheadfmemidx": (),
-    "xtheadmac": (), "xtheadmemidx": (), "xtheadmempair": (), "xtheadsync": (), "xventanacondops": (),
-    "v": ("zve32f", "zve32x", "zve64f", "zve64d", "zve64x"), "zve64d": ("zve32f", "zve32x", "zve64f", "zve64x"),
-    "zve64f": ("zve32f", "zve32x", "zve64x"), "zve64x": ("zve32x",), "zve32f": ("zve32x",), "zve32x": (),
-}
-# QEMU 10.0.2 refuses zicfiss alone ("requires zimop extension", "with zca requires zcmop extension")
-QEMU_NEEDS = {"zicfiss": ("zimop", "zcmop")}
-# LLVM extensions QEMU 10.0.2 has but refuses on rv64 with F, D and C (its own words). Any other extension LLVM accepts
-# is unknown to QEMU 10.0.2 (q, zilsd, zalasr, vendor x* such as xsmtvdot, experimental ones such as zvqdotq).
-QEMU_CANNOT = {
-    "e": "I and E extensions are incompatible", "zfinx": "Zfinx cannot be supported together with F extension",
-    "zdinx": "Zfinx cannot be supported together with F extension",
-    "zhinx": "Zfinx cannot be supported together with F extension",
-    "zhinxmin": "Zfinx cannot be supported together with F extension",
-    "zce": "Zcmp/Zcmt extensions are incompatible with Zcd extension",
-    "zcmp": "Zcmp/Zcmt extensions are incompatible with Zcd extension",
-    "zcmt": "Zcmp/Zcmt extensions are incompatible with Zcd extension", "zcf": "Zcf extension is only relevant to RV32",
-}
-_VECTOR = ("v", "zve32x", "zve32f", "zve64x", "zve64f", "zve64d")  # QEMU's v=true (the derived CPUs) enables them all
-_EXTENSION = re.compile(r"[a-gi-rt-z]|[zx][a-z0-9]+")  # s* and h are privileged: no user-mode instructions
-_PROFILE_ALIASES = {"rva20u64": "rv64", "rvi20u64": "rv64"}  # LLVM profile features within what rv64 enables
-_NO_INSTRUCTIONS = ("za128rs", "ziccamoc")  # memory-system guarantees QEMU does not name: nothing to trap on
 
 
 @dataclass(frozen=True)
@@ -179,18 +119,18 @@ class Target:
     def has_vector(self) -> bool:
         """True when the target compiles RISC-V vector (or SVE/NEON) code."""
         if self.arch == RISCV64:
-            return any(e in _VECTOR for e in self.extensions)
+            return any(e in emulator.VECTOR_EXTENSIONS for e in self.extensions)
         return True
 
     @property
     def extensions(self) -> tuple[str, ...]:
-        """The RISC-V extensions the features name (see ``riscv_extensions``); () for other architectures."""
-        return riscv_extensions(tuple(self.features)) if self.arch == RISCV64 else ()
+        """The RISC-V extensions the features name (``emulator.riscv_extensions``); () for other architectures."""
+        return emulator.riscv_extensions(tuple(self.features)) if self.arch == RISCV64 else ()
 
     @property
     def min_vlen(self) -> int:
         """Smallest VLEN the compiled code assumes: the highest ``+zvlNb`` (128 for plain +v)."""
-        sizes = [int(m.group(1)) for f in self.features if (m := _ZVL.match(f))]
+        sizes = [int(m.group(1)) for f in self.features if (m := emulator.VLEN_FEATURE.match(f))]
         if sizes:
             return max(sizes)
         return 128 if "v" in self.extensions else 0
@@ -198,8 +138,7 @@ class Target:
     @property
     def emulator_vlen(self) -> int | None:
         """The ``vlen=`` in the QEMU CPU string, if any."""
-        match = _QEMU_VLEN.search(self.emulator_cpu)
-        return int(match.group(1)) if match else None
+        return emulator.cpu_vlen(self.emulator_cpu)
 
     @property
     def is_emulated(self) -> bool:
@@ -207,60 +146,29 @@ class Target:
 
     def check_emulator_vlen(self) -> None:
         """Refuse an emulator VLEN below what the code was compiled for: results would be wrong."""
-        if self.arch != RISCV64 or not self.has_vector:
-            return
-        vlen = self.emulator_vlen
-        if vlen is None:
-            raise ConfigError(
-                f"target {self.name!r}: emulator-cpu {self.emulator_cpu!r} sets no vlen=; "
-                f"add vlen={self.min_vlen} or more (the code assumes VLEN >= {self.min_vlen})"
-            )
-        if vlen < self.min_vlen:
-            raise ConfigError(
-                f"target {self.name!r}: QEMU vlen={vlen} is smaller than the compiled +zvl{self.min_vlen}b; "
-                f"it would run with silently wrong results: use vlen>={self.min_vlen} in emulator-cpu"
-            )
+        if self.arch == RISCV64 and self.has_vector:
+            emulator.check_vlen(self.name, self.emulator_cpu, self.min_vlen)
 
     @property
     def emulator_gated(self) -> tuple[str, ...]:
-        """The target's extensions that ``-cpu rv64`` leaves off (``QEMU_OFF_BY_DEFAULT``, in its order), vector
-        unit aside (``v=true``): each needs ``NAME=true`` in the QEMU CPU string."""
-        wanted = set(self.extensions)
-        wanted |= {need for ext in self.extensions for need in QEMU_NEEDS.get(ext, ())}
-        return tuple(e for e in QEMU_OFF_BY_DEFAULT if e in wanted and e not in _VECTOR)
+        """The target's extensions that ``-cpu rv64`` leaves off: each needs ``NAME=true`` (``emulator.gated``)."""
+        return emulator.gated(self.extensions)
 
     def emulator_missing(self) -> tuple[str, ...]:
         """The target's extensions its QEMU CPU does not enable; () for a CPU model not measured (a vendor core)."""
         if self.arch != RISCV64 or not self.emulator_cpu:
             return ()
-        enabled = qemu_cpu_extensions(self.emulator_cpu)
-        return () if enabled is None else tuple(e for e in self.extensions if e not in enabled)
+        return emulator.missing_extensions(self.emulator_cpu, self.extensions)
 
     def check_emulator_extensions(self) -> None:
-        """Refuse an emulator CPU that lacks an extension the code is compiled for: it would trap or mislead.
-
-        Only extensions QEMU can enable are refused here (the fix is ``NAME=true``); those it cannot are refused when
-        the target runs under QEMU (``check_emulator_runs``), since a board may run them."""
-        missing = [e for e in self.emulator_missing() if e in QEMU_KNOWN]
-        if missing:
-            raise ConfigError(
-                f"target {self.name!r}: compiled with {', '.join('+' + e for e in missing)} but QEMU -cpu "
-                f"{self.emulator_cpu!r} does not enable it (its instructions would trap): add "
-                f"{','.join(e + '=true' for e in missing)} to emulator-cpu"
-            )
+        """Refuse an emulator CPU that lacks an extension the code is compiled for and QEMU can enable (the fix is
+        ``NAME=true``); those it cannot are refused when the target runs under QEMU (``check_emulator_runs``)."""
+        emulator.check_enabled(self.name, self.emulator_cpu, self.emulator_missing())
 
     def check_emulator_runs(self) -> None:
-        """Refuse, before a run under QEMU, an extension QEMU (as measured: ``QEMU_MEASURED``) does not have or
-        cannot enable with F, D and C: its instructions would trap. The emulator CPU may name it (a newer QEMU)."""
-        for ext in self.emulator_missing():
-            if ext in QEMU_KNOWN:
-                continue  # refused when the target was made (check_emulator_extensions)
-            reason = QEMU_CANNOT.get(ext, f"it has no {ext}")
-            raise ConfigError(
-                f"target {self.name!r}: compiled with +{ext}, which QEMU {QEMU_MEASURED} cannot emulate ({reason}; "
-                f"its instructions would trap): run it on a board (--rvv-board), drop +{ext} from features, or add "
-                f"{ext}=true to emulator-cpu for a QEMU that has it"
-            )
+        """Refuse, before a run under QEMU, an extension QEMU cannot emulate: its instructions would trap. The
+        emulator CPU may name it (a newer QEMU)."""
+        emulator.check_runs(self.name, self.emulator_missing())
 
     def compiler_flags(self) -> list[str]:
         """The full iree-compile flag list for this target (excluding input and output)."""
@@ -287,51 +195,10 @@ class Target:
 
 def _default_emulator_cpu(target: Target) -> str:
     if target.arch == RISCV64:
-        gated = "".join(f",{e}=true" for e in target.emulator_gated)
-        if not target.has_vector:
-            return f"rv64,v=false{gated}"
-        return f"rv64,v=true,vlen={target.min_vlen},elen=64,vext_spec=v1.0{gated}"
-    if target.arch == AARCH64:
-        return "max"
-    return ""
+        return emulator.riscv64_cpu(target.extensions, target.min_vlen)
+    return emulator.AARCH64_CPU if target.arch == AARCH64 else ""
 
 
-QEMU_KNOWN = frozenset(QEMU_OFF_BY_DEFAULT).union(*(set(e.split()) for e in QEMU_CPU_EXTENSIONS.values()))
-_PROFILE = re.compile(r"rv[abi]\d\d[us]\d\d")
-
-
-@functools.cache
-def riscv_extensions(features: tuple[str, ...]) -> tuple[str, ...]:
-    """The RISC-V extensions ``+feature``s name, lower case, in order: a profile feature (``+rva23u64``) stands for
-    what QEMU's CPU of that name enables; ``+zvlNb``, ``-`` features, LLVM tuning features, privileged s*/h
-    extensions and ``_NO_INSTRUCTIONS`` (nothing in user mode to trap on) are left out."""
-    found: list[str] = []
-    for feature in features:
-        if not feature.startswith("+") or _ZVL.match(feature):
-            continue
-        name = feature[1:].lower().removeprefix("experimental-")
-        profile = _PROFILE_ALIASES.get(name, name)
-        if _PROFILE.fullmatch(name):  # a profile QEMU has no CPU for stays a name QEMU does not know
-            found += QEMU_CPU_EXTENSIONS[profile].split() if profile in QEMU_CPU_EXTENSIONS else [name]
-        elif _EXTENSION.fullmatch(name) and name not in _NO_INSTRUCTIONS:
-            found.append(name)
-    return tuple(dict.fromkeys(found))
-
-
-def qemu_cpu_extensions(cpu: str) -> frozenset[str] | None:
-    """The user-level extensions QEMU enables for ``-cpu CPU`` (``QEMU_CPU_EXTENSIONS`` plus each ``NAME=true``
-    with what it turns on, minus each ``NAME=false``); None for a CPU model not measured."""
-    model, *props = cpu.split(",")
-    if model not in QEMU_CPU_EXTENSIONS:
-        return None
-    enabled = set(QEMU_CPU_EXTENSIONS[model].split())
-    for prop in props:
-        name, _, value = (part.strip().lower() for part in prop.partition("="))
-        if value in ("true", "on"):
-            enabled |= {name, *QEMU_OFF_BY_DEFAULT.get(name, ())}
-        elif value in ("false", "off"):
-            enabled.discard(name)
-    return frozenset(enabled)
 
 
 def _rvv(vlen: int) -> Target:

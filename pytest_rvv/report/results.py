@@ -24,18 +24,17 @@ diagnostic). The schema file ``results.schema.json`` beside this module states a
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.config.settings import SUMMARY_ENV, environment
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
 from pytest_rvv.report.kernels import calibration
 
 SCHEMA = "pytest-rvv-results/1"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with any JSON Schema 2020-12 validator
-SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
 def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[str, str], dict[str, Any]],
@@ -105,7 +104,7 @@ def step_summary(grid: list[list[str]], failures: list[tuple[str, str]]) -> str:
 
 def append_step_summary(text: str) -> Path | None:
     """Append ``text`` to ``$GITHUB_STEP_SUMMARY`` when it is set (GitHub Actions)."""
-    target = os.environ.get(SUMMARY_ENV)
+    target = environment(SUMMARY_ENV)
     if not target:
         return None
     with open(target, "a", encoding="utf-8") as f:

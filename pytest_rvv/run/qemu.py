@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.base.errors import ToolMissing
-from pytest_rvv.base.tools import default_tools_dir, find_executable, parse_version, version_output
+from pytest_rvv.base.tools import find_executable, parse_version, version_output
+from pytest_rvv.config.settings import default_tools_dir
 
 MIN_VERSION = (9, 0)
 SETUP_HINT = "run 'bash scripts/setup.sh qemu' (builds QEMU 10.0.2 with plugins) or pass --rvv-qemu-dir"

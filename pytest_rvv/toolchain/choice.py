@@ -17,7 +17,6 @@ and none loads, the toolchain cannot run riscv64 code: NoRuntimeLoads says so in
 from __future__ import annotations
 
 import functools
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,8 +24,8 @@ from pathlib import Path
 
 from pytest_rvv.base.errors import RuntimeNotProvided, RvvError
 from pytest_rvv.toolchain.iree_source import (
-    SOURCE_ENV,
     WHERE_TO_GET_IT,
+    NamedSource,
     RuntimeSource,
     SourceIndex,
     SourceNotFound,
@@ -79,11 +78,8 @@ class RuntimeChoice:
         return line
 
 
-def _source_index(explicit: str | None) -> SourceIndex | None:
-    if explicit:
-        return _sources_at(explicit, f"--source {explicit}")
-    env = os.environ.get(SOURCE_ENV)
-    return _sources_at(env, f"{SOURCE_ENV}={env}") if env else None
+def _source_index(source: NamedSource | None) -> SourceIndex | None:
+    return _sources_at(source.location, source.origin) if source is not None else None
 
 
 @functools.cache
@@ -93,9 +89,12 @@ def _sources_at(location: str, origin: str) -> SourceIndex | None:
 
 
 def choose_riscv64(toolchain: Toolchain, tools_dir: Path, probe: Probe, user: Path | None = None,
-                   user_origin: str = "user-supplied", source: str | None = None,
+                   user_origin: str = "user-supplied", source: NamedSource | None = None,
                    log: Callable[[str], None] = lambda line: None, network: bool = False) -> RuntimeChoice:
     """The riscv64 runtime ``toolchain`` runs with (the order in the module docstring).
+
+    ``source``: IREE's source as the user named it, handed in (each toolchain of a run is handed its own);
+    ``network``: without it, a partial clone of IREE in ``tools_dir`` may be made.
 
     RuntimeNotProvided (a skip) when there is no runtime and no source at all; NoRuntimeLoads (an
     error, one line) when runtimes exist and the probe rejects every one.

@@ -1,6 +1,6 @@
 """IREE's source, found by commit: what a riscv64 runtime is built from.
 
-``PYTEST_RVV_IREE_SRC`` (or ``--source``) may name:
+``PYTEST_RVV_IREE_SRC`` (or ``--source``; handed in as a ``NamedSource``) may name:
 
 - an IREE git clone: any commit in it is exported (``git archive``) with the submodules a
   runtime build reads, each at the commit that tree pins (from the clone's ``.git/modules`` or
@@ -30,10 +30,8 @@ from pathlib import Path
 from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import digest, file_sha256
+from pytest_rvv.config.settings import GIT_URL_ENV, IREE_GIT_URL, SOURCE_ENV, environment
 
-SOURCE_ENV = "PYTEST_RVV_IREE_SRC"
-GIT_URL_ENV = "PYTEST_RVV_IREE_GIT"
-IREE_GIT_URL = "https://github.com/iree-org/iree.git"
 GIT_TIMEOUT_S = 900.0
 RETRY_CLONE_S = 3600.0
 WHERE_TO_GET_IT = (
@@ -49,6 +47,23 @@ _COMMIT = re.compile(r"(?<![0-9a-f])([0-9a-f]{7,40})(?![0-9a-f])")
 
 class SourceNotFound(ToolMissing):
     """No IREE source could be had for a commit (no variable, no network): one line saying how to get it."""
+
+
+@dataclass(frozen=True)
+class NamedSource:
+    """Where the user says IREE's source is, and how they said it (``--source X`` or ``PYTEST_RVV_IREE_SRC=X``).
+
+    A value handed to whoever builds runtimes (a session, the build-runtime command), never looked up by them."""
+
+    location: str
+    origin: str
+
+    @classmethod
+    def given(cls, option: str | None = None, variable: str | None = None) -> NamedSource | None:
+        """``--source`` first, then the variable's value (``Settings.iree_source``); None when neither names one."""
+        if option:
+            return cls(option, f"--source {option}")
+        return cls(variable, f"{SOURCE_ENV}={variable}") if variable else None
 
 
 @dataclass(frozen=True)
@@ -192,13 +207,12 @@ class SourceIndex:
         return list(self.sources)
 
 
-def find_sources(explicit: str | None = None, origin: str | None = None) -> SourceIndex | None:
-    """The sources ``explicit`` (``--source``) or ``$PYTEST_RVV_IREE_SRC`` name; None when neither is set."""
-    raw = explicit or os.environ.get(SOURCE_ENV)
-    if not raw:
+def find_sources(location: str | None, origin: str | None = None) -> SourceIndex | None:
+    """The sources at ``location`` (named by ``origin``, by default ``--source LOCATION``); None without one."""
+    if not location:
         return None
-    origin = origin or (f"--source {raw}" if explicit else f"{SOURCE_ENV}={raw}")
-    path = Path(raw).expanduser()
+    origin = origin or f"--source {location}"
+    path = Path(location).expanduser()
     if not path.exists():
         raise SourceNotFound(f"{origin}: {path} does not exist; {WHERE_TO_GET_IT}")
     if is_git_clone(path):
@@ -330,7 +344,7 @@ def partial_clone(into: Path) -> Path:
     """One partial clone of IREE (no blobs until needed) in the tools cache, made once; SourceNotFound offline."""
     if is_git_clone(into):
         return into
-    url = os.environ.get(GIT_URL_ENV, IREE_GIT_URL)
+    url = environment(GIT_URL_ENV) or IREE_GIT_URL
     unreachable = into.parent / f"{into.name}.unreachable"  # a failed clone is not retried for an hour
     if unreachable.is_file() and time.time() - unreachable.stat().st_mtime < RETRY_CLONE_S:
         raise SourceNotFound(f"no IREE source: {unreachable.read_text().strip()} (not retried before an hour has "

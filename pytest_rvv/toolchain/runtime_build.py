@@ -31,6 +31,7 @@ from pytest_rvv.base.store import Entry, Store, digest
 from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.toolchain.iree_source import (
     WHERE_TO_GET_IT,
+    NamedSource,
     RuntimeSource,
     SourceNotFound,
     export_commit,
@@ -42,7 +43,8 @@ from pytest_rvv.toolchain.iree_source import (
 )
 from pytest_rvv.toolchain.toolchain import compiler_commit, compiler_date
 
-__all__ = ["RuntimeSource", "SourceNotFound", "build_runtime", "built_runtimes", "compiler_commit", "find_source"]
+__all__ = ["NamedSource", "RuntimeSource", "SourceNotFound", "build_runtime", "built_runtimes", "compiler_commit",
+           "find_source"]
 
 NAMESPACE = "iree-runtime-riscv64"
 RECIPE = "riscv64-static-rv64gc-v1"
@@ -167,14 +169,14 @@ def cached_build(tools_dir: Path, commit: str | None) -> BuiltRuntime | None:
     return max(builds, key=lambda b: b.built) if builds else None
 
 
-def find_source(compiler_version: str, explicit: str | None = None, workdir: Path | None = None) -> RuntimeSource:
+def find_source(compiler_version: str, named: NamedSource | None = None, workdir: Path | None = None) -> RuntimeSource:
     """The source ``build-runtime`` builds for a compiler: the one of its commit, else the nearest by date.
 
-    ``explicit`` (``--source``) or ``$PYTEST_RVV_IREE_SRC`` first; without them, a partial clone of IREE
-    in ``workdir`` (network). One tree or tarball named directly is built whatever its commit.
+    ``named`` (``--source``, else ``$PYTEST_RVV_IREE_SRC``: ``NamedSource.given``) first; without it, a partial clone
+    of IREE in ``workdir`` (network). One tree or tarball named directly is built whatever its commit.
     """
     commit, date = compiler_commit(compiler_version), compiler_date(compiler_version)
-    index = find_sources(explicit)
+    index = find_sources(named.location, named.origin) if named is not None else None
     if index is None:
         if commit is None:
             raise SourceNotFound(f"no IREE source: `iree-compile --version` names no commit ({compiler_version!r}); "
@@ -246,7 +248,8 @@ def _unpacked(source: RuntimeSource, work: Path, log) -> Path:
 def _cmake_build(tree: Path, work: Path, tools: CrossToolchain, log_path: Path, log) -> Path:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text("")
-    env = {**os.environ, "PATH": f"{tools.ninja.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = dict(os.environ)  # passed through to cmake, ninja first on its PATH
+    env["PATH"] = f"{tools.ninja.parent}{os.pathsep}{env.get('PATH', '')}"
     jobs = str(os.cpu_count() or 2)
     host, cross = work / "host", work / "riscv64"
     common = [str(tools.cmake), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={tools.ninja}", "-S", str(tree), *IREE_OPTIONS]

