@@ -158,9 +158,9 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         if machine != rvv_session.machine:  # a board's, or the machine of a bundle's results
             result.board = machine.as_json()
         if isinstance(cell.runner, ResultsRunner) and (core := cell.runner.results.facts.core) is not None:
-            estimate = (applicable.portable or {}).get("metrics", {}).get(silicon_metric(core.name))
+            estimate = applicable.portable.metrics.get(silicon_metric(core.name)) if applicable.portable else None
             result.calibration = calibration_point(result, core, estimate)  # every silicon run calibrates
-        leave(record_property, performance=result.as_json())
+        leave(record_property, performance=result.to_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
             record_property(f"rvv.{metric}", value)
         if recording:
