@@ -19,6 +19,8 @@ from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.judge.baselines import Baseline
+from pytest_rvv.judge.outcome import Verdict, failed, passed
+from pytest_rvv.measure.calibration import InstructionCalibration
 from pytest_rvv.measure.metrics import (
     BOARD_CYCLES,
     BOARD_INSTRUCTIONS,
@@ -223,3 +225,14 @@ def _fmt(value: float | None) -> str:
 # FP and widening MACs, gathers: within 0.1 %). LLVM's model and the measurement are both fixed, so the outcome is
 # the same on every machine; it moves only with llvm-mca.
 ESTIMATOR_TOLERANCE_PERCENT = 30.0
+
+
+def estimator_verdict(found: InstructionCalibration) -> Verdict:
+    """The estimator against one published per-instruction measurement: fails when its cycles per instruction differ
+    by more than ``ESTIMATOR_TOLERANCE_PERCENT``; records the comparison either way."""
+    timing = found.timing
+    if abs(found.error_percent) <= ESTIMATOR_TOLERANCE_PERCENT:
+        return passed(estimator=found.as_json())
+    return failed(f"{timing.core} {timing.name}: estimated {found.estimated:.2f} cycles per instruction, measured "
+                  f"{timing.cycles:.2f} ({found.error_percent:+.0f} %, allowed +-{ESTIMATOR_TOLERANCE_PERCENT:g} %; "
+                  f"{found.llvm_mca}); {timing.source}", estimator=found.as_json())

@@ -15,6 +15,7 @@ from pytest_rvv.config.targets import Target
 from pytest_rvv.judge.applicable import RECORD_HINT, ApplicableBaselines
 from pytest_rvv.judge.baselines import Baseline
 from pytest_rvv.judge.gate import delta_text
+from pytest_rvv.judge.outcome import Verdict, failed, passed
 from pytest_rvv.judge.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, TIME_METRICS, Row, compare, table
 from pytest_rvv.measure.matching import match_dispatches, pair_name
 from pytest_rvv.measure.metrics import (
@@ -45,6 +46,8 @@ class PerfVerdict:
     portable_path: str = ""
     machine_path: str = ""
     upgrade: tuple[str, str] | None = None  # (recorded with, now) when the toolchain changed
+    portable_missing: bool = False  # portable metrics measured, no portable baseline recorded
+    strict: bool = False  # --rvv-strict-baselines: any difference, and a missing baseline, fails
 
     @property
     def rows(self) -> list[Row]:
@@ -65,6 +68,20 @@ class PerfVerdict:
             return []
         listed = ", ".join(f"{r.metric} {r.change()}" for r in better)
         return [f"{self.model} on {self.target}: {listed} (record: {RECORD_HINT} -k '{self.model}-{self.target}')"]
+
+    @property
+    def decision(self) -> Verdict:
+        """Pass, or fail with the table: on a regression; with ``strict`` on any difference or a missing portable
+        baseline. Records the rows, notes and improvements for the reports either way."""
+        records = {"perf_rows": [(r.metric, r.baseline, r.now, r.status) for r in self.rows],
+                   "notes": list(self.notes), "improvements": list(self.improvements)}
+        if self.portable_missing and self.strict:
+            return failed(f"no performance baseline {self.portable_path}: record one with --update-baselines",
+                          **records)
+        if self.regressed or (self.strict and self.differs):
+            what = "performance regression" if self.regressed else "differs from its baseline (strict)"
+            return failed(f"{what}: {self.model} on {self.target}\n{self.render()}", **records)
+        return passed(**records)
 
     def render(self) -> str:
         parts = [f"upgrade review: baseline recorded with {self.upgrade[0]}; now {self.upgrade[1]}"] \
@@ -151,13 +168,14 @@ def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, l
 
     With the toolchain unchanged, exact metrics gate exactly; when the portable baseline was
     recorded with another compiler, the run is an upgrade review (see upgrade_review) unless
-    ``strict``.
+    ``strict``. Its ``decision`` is the test's verdict.
     """
     parts = split(result.metrics, target)
     portable_now, bound_now = parts[PORTABLE], parts[MACHINE_BOUND]
     diagnostics = frozenset(m for m in portable_now if kind_of(m, target) == DIAGNOSTIC)
     verdict = PerfVerdict(result.model, result.target, has_portable=bool(portable_now),
-                          portable_path=str(applicable.portable_path), machine_path=str(applicable.machine_path))
+                          portable_path=str(applicable.portable_path), machine_path=str(applicable.machine_path),
+                          strict=strict)
     if applicable.portable is not None and portable_now:
         verdict.portable = compare(applicable.portable, portable_now, {}, limits, diagnostics)
         if upgrade := _toolchain_change(applicable.portable, result):
@@ -172,6 +190,7 @@ def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, l
                                  f"({result.model} on {result.target}" + (f"; {'; '.join(result.notes)})"
                                                                           if result.notes else ")"))
     elif portable_now:
+        verdict.portable_missing = True
         verdict.notes.append(f"baseline needed: {applicable.portable_path} (record it with --update-baselines)")
     if applicable.machine is not None:
         verdict.machine_bound = _same_work_is_not_slower(
