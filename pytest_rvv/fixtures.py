@@ -23,7 +23,14 @@ from pytest_rvv.conformance.check import NodeTestFailure, run_node_test, toleran
 from pytest_rvv.conformance.node_tests import NodeTest
 from pytest_rvv.judge.applicable import applicable_baselines
 from pytest_rvv.judge.baselines import PERF_BASELINES
-from pytest_rvv.judge.expectations import load_node_lists, node_compiled_alone, node_lists_path, node_test_verdict
+from pytest_rvv.judge.checks import agreement_verdict
+from pytest_rvv.judge.expectations import (
+    PHASES,
+    load_node_lists,
+    node_compiled_alone,
+    node_lists_path,
+    node_test_verdict,
+)
 from pytest_rvv.judge.gate import GateResult
 from pytest_rvv.judge.outcome import FAILED, SKIPPED, XFAILED, Verdict
 from pytest_rvv.judge.policy import estimator_verdict, tolerances
@@ -50,6 +57,13 @@ def rvv_record(record_property: Any) -> Callable[..., None]:
 
 
 @pytest.fixture
+def rvv_judge(record_property: Any) -> Callable[[Verdict], None]:
+    """Turn a verdict of judge/ (``judge.checks``' checks return one) into this test's outcome: records it leaves for
+    the reports, then pass, fail, xfail or skip."""
+    return lambda verdict: _judged(verdict, record_property)
+
+
+@pytest.fixture
 def rvv_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     """syrupy's snapshot, stored as one JSON file per test (model x target)."""
     return snapshot.use_extension(JSONSnapshotExtension)
@@ -59,6 +73,8 @@ def _judged(verdict: Verdict, record_property: Any) -> None:
     """Leave the verdict's records for the reports, then fail, xfail or skip the test as it says (the one place that
     turns judge/'s verdicts into pytest's outcomes)."""
     leave(record_property, **verdict.records)
+    if verdict.outcome == FAILED and verdict.phase is not None:  # the phase's error: its expected failures accept it
+        raise PHASES[verdict.phase](verdict.message)
     if verdict.outcome == FAILED:
         pytest.fail(verdict.message, pytrace=False)
     if verdict.outcome == XFAILED:
@@ -91,9 +107,10 @@ def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Tar
 
 
 @pytest.fixture
-def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner,
-                 tmp_path: Path) -> Callable[..., ExecutedMeasurement]:
-    """Count what ``rvv_model`` executes on ``rvv_runner``'s target (QEMU + the rvv_counter plugin).
+def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner, tmp_path: Path,
+                 record_property: Any) -> Callable[..., ExecutedMeasurement]:
+    """Count what ``rvv_model`` executes on ``rvv_runner``'s target (QEMU + the rvv_counter plugin); fails when the
+    counted run disagrees with onnxruntime.
 
     Skips, with the reason, when the emulator cannot load plugins or no C compiler can build it.
     """
@@ -109,7 +126,12 @@ def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner,
         except ToolMissing as exc:
             pytest.skip(str(exc))
 
-    return measure
+    def judged(elements: bool = False) -> ExecutedMeasurement:
+        measurement = measure(elements)
+        _judged(agreement_verdict(measurement.checked), record_property)
+        return measurement
+
+    return judged
 
 
 @pytest.fixture
@@ -165,6 +187,7 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         # fresh timed runs only where time is gated (a baseline of this machine), recorded, or asked for
         timed = recording or applicable.machine is not None or settings.perf_repeat_given
         result = measure_performance(cell, settings.perf_repeat, timed)
+        _judged(agreement_verdict(result.disagreement), record_property)
         if machine != rvv_session.machine:  # a board's, or the machine of a bundle's results
             result.board = machine.as_json()
         if isinstance(cell.runner, ResultsRunner) and (core := cell.runner.results.facts.core) is not None:
@@ -258,6 +281,7 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
             pytest.fail(str(exc), pytrace=False)
         comparison = compare_toolchains(rvv_session, reference, rvv_model, rvv_target, settings.perf_repeat,
                                         limits, settings.added_work_percent, strict, settings.max_vector_share_drop)
+        _judged(agreement_verdict(comparison.disagreement), record_property)
         record = comparison.summary()
         if request.config.getoption("rvv_report"):  # the report file holds every change and the whole asm diff
             record["detail"] = comparison.render(asm_lines=1 << 30)

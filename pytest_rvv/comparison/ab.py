@@ -20,6 +20,7 @@ from pytest_rvv.judge.applicable import ApplicableBaselines
 from pytest_rvv.judge.baselines import Baseline
 from pytest_rvv.judge.gate import GateResult, check_gate, delta_text
 from pytest_rvv.judge.verdict import PerfVerdict, judge
+from pytest_rvv.measure.agreement import CheckedRun
 from pytest_rvv.measure.asmdiff import dispatch_listing, mnemonic_changes, unified
 from pytest_rvv.measure.matching import match_dispatches, pair_name
 from pytest_rvv.measure.metrics import (
@@ -74,6 +75,7 @@ class ToolchainComparison:
     asm_mix: str = ""  # the mnemonics whose count moved in that dispatch
     notes: list[str] = field(default_factory=list)
     results: tuple[PerfResult, PerfResult] | None = None  # (under test, reference)
+    disagreement: CheckedRun | None = None  # a run of either toolchain that disagreed with onnxruntime: no verdict
 
     @property
     def regressions(self) -> list[str]:
@@ -192,6 +194,9 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
                     runs.once()
             runs_a.into(result_a)
             runs_b.into(result_b)
+        if disagreement := result_a.disagreement or result_b.disagreement:  # judge/ refuses the numbers
+            comparison.disagreement = disagreement
+            return comparison
     else:
         comparison.notes.append("run-side metrics need a runtime for this target for both toolchains")
     comparison.results = (result_a, result_b)

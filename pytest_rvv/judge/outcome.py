@@ -18,12 +18,14 @@ SKIPPED = "skipped"
 
 @dataclass(frozen=True)
 class Verdict:
-    """``outcome`` (PASSED, FAILED, XFAILED or SKIPPED), the message that says why (empty when it passes), and
-    ``records``: fields of the test's record, left whatever the outcome."""
+    """``outcome`` (PASSED, FAILED, XFAILED or SKIPPED), the message that says why (empty when it passes),
+    ``records``: fields of the test's record, left whatever the outcome, and for a failure of a correctness check its
+    ``phase``: it fails with that phase's error, which the phase's expected failures accept."""
 
     outcome: str = PASSED
     message: str = ""
     records: dict[str, Any] = field(default_factory=dict)
+    phase: str | None = None  # a correctness check's phase (judge/expectations.py PHASES) a failure belongs to
 
     @property
     def failed(self) -> bool:

@@ -14,7 +14,7 @@ from elftools.elf.elffile import ELFFile
 from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.config.cores import Core
 from pytest_rvv.config.targets import HOST
-from pytest_rvv.measure.agreement import compare
+from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
 from pytest_rvv.measure.metrics import (
     COMPILE_S,
@@ -67,7 +67,8 @@ class PerfResult:
     """Metrics (compared against baselines), raw time samples, and notes on what was not measured.
 
     ``to_json`` / ``from_json`` are its one (de)serialiser: the record a test leaves for the reports (it crosses
-    xdist), ``performance.json`` and what ``results.json`` is made from. ``notes`` and ``executed`` stay with the test.
+    xdist), ``performance.json`` and what ``results.json`` is made from. ``notes``, ``executed`` and ``disagreement``
+    stay with the test.
     """
 
     model: str
@@ -84,6 +85,8 @@ class PerfResult:
 
     board: dict[str, Any] | None = None  # the board (as a machine) the run-side metrics come from
     calibration: CalibrationPoint | None = None  # that machine's core: its estimate beside the measured time
+    # a run whose outputs disagree with onnxruntime (its numbers are not taken; judge/ refuses it), not in to_json
+    disagreement: CheckedRun | None = None
 
     def to_json(self) -> dict[str, Any]:
         record = {"model": self.model, "target": self.target, "toolchain": self.toolchain, "metrics": self.metrics,
@@ -150,7 +153,8 @@ def compile_side(cell: Cell) -> PerfResult:
 class TimedRuns:
     """Timed runs of one model on one runner, taken one at a time (so two toolchains can interleave).
 
-    Every timed run's outputs must agree with onnxruntime: numbers of a wrong result are refused.
+    Every timed run's outputs are held against onnxruntime's: after the first that disagrees (``disagreement``) no run
+    is taken or counted, and judge/ refuses the numbers.
     """
 
     def __init__(self, cell: Cell, work: Path) -> None:
@@ -162,8 +166,11 @@ class TimedRuns:
         self.rss: list[int] = []
         self.peaks: dict[str, str] = {}
         self.measured: dict[str, list[float]] = {}
+        self.disagreement: CheckedRun | None = None
 
     def once(self) -> None:
+        if self.disagreement is not None:
+            return
         oracle = self.oracle
         rss_file = self.work / f"rss_{len(self.walls)}.txt"
         with self.cell.stages.time("emulate (timed)"):
@@ -176,13 +183,13 @@ class TimedRuns:
 
     def take(self, outputs: list, wall_s: float, cpu_s: float, rss_kb: int | None, output: str, repro: str,
              measured: dict[str, float] | None = None) -> None:
-        """Count one run (fresh, or the recorded plain run) once its outputs agree with onnxruntime."""
+        """Count one run (fresh, or the recorded plain run) when its outputs agree with onnxruntime."""
         oracle, model = self.oracle, self.cell.model
         agreement = compare(outputs, oracle.outputs, model.tolerance, oracle.steps)
-        assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
-            f"{model.name} on {self.runner.target.name} disagrees with onnxruntime "
-            f"({self.cell.toolchain.compiler_version})\n{agreement.report()}\nrepro: {repro}"
-        )
+        if self.disagreement is not None or not agreement.ok:  # numbers of a wrong result are not taken
+            self.disagreement = self.disagreement or CheckedRun(
+                model.name, self.runner.target.name, agreement, f" ({self.cell.toolchain.compiler_version})", repro)
+            return
         self.walls.append(round(wall_s, 4))
         self.cpus.append(round(cpu_s, 4))
         if rss_kb is not None:
@@ -192,7 +199,11 @@ class TimedRuns:
         self.peaks = dict(_STATISTICS.findall(output))
 
     def into(self, result: PerfResult) -> None:
-        """Add the run-side metrics of the runs so far, and the executed counts (emulated targets)."""
+        """Add the run-side metrics of the runs so far, and the executed counts (emulated targets); only the
+        disagreement when a run disagreed."""
+        if self.disagreement is not None:
+            result.disagreement = self.disagreement
+            return
         walls, cpus = self.walls, self.cpus
         result.samples.update({WALL_S: walls, CPU_S: cpus})
         result.metrics.update({WALL_S_MIN: min(walls), WALL_S_MEDIAN: statistics.median(walls),
@@ -208,12 +219,16 @@ class TimedRuns:
 
 
 def add_executed(cell: Cell, result: PerfResult) -> None:
-    """Executed counts (the counted run, recorded by content) and the silicon estimates made from them."""
+    """Executed counts (the counted run, recorded by content) and the silicon estimates made from them; only the
+    disagreement when the counted run disagreed with onnxruntime."""
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-executed-") as tmp:
         try:
             executed = measure_executed(cell, Path(tmp))
         except ToolMissing as exc:
             result.notes.append(f"no executed counts: {exc}")
+            return
+        if executed.checked is not None and not executed.checked.agreement.ok:
+            result.disagreement = executed.checked
             return
         loaded = measure_one_time(cell, Path(tmp) / "load")
     one_time = loaded.per_dispatch
