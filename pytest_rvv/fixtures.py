@@ -72,7 +72,8 @@ def rvv_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
 def _judged(verdict: Verdict, record_property: Any) -> None:
     """Leave the verdict's records for the reports, then fail, xfail or skip the test as it says (the one place that
     turns judge/'s verdicts into pytest's outcomes)."""
-    leave(record_property, **verdict.records)
+    if verdict.records:
+        leave(record_property, **verdict.records)
     if verdict.outcome == FAILED and verdict.phase is not None:  # the phase's error: its expected failures accept it
         raise PHASES[verdict.phase](verdict.message)
     if verdict.outcome == FAILED:
@@ -98,10 +99,10 @@ def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Tar
     def check() -> GateResult:
         analysis = analyze(rvv_session.artifact(rvv_model, rvv_target), rvv_session.store, rvv_session.stages)
         return _gated(check_vectorization(rvv_snapshot, analysis.snapshot(), rvv_target,
-                                           max_share_drop=rvv_session.settings.max_vector_share_drop,
-                                           strict=request.config.getoption("rvv_strict_baselines"),
-                                           toolchain=rvv_session.toolchain.compiler_version,
-                                           added_work=rvv_session.settings.added_work_percent), record_property)
+                                          max_share_drop=rvv_session.settings.max_vector_share_drop,
+                                          strict=request.config.getoption("rvv_strict_baselines"),
+                                          toolchain=rvv_session.toolchain.compiler_version,
+                                          added_work=rvv_session.settings.added_work_percent), record_property)
 
     return check
 
@@ -151,10 +152,10 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
             record_property(f"rvv.{LANE_OCCUPANCY}", measurement.attribution["lanes"]["total"]["occupancy_percent"])
         current = measurement.snapshot(rvv_model.name, rvv_target.name)
         return _gated(check_vectorization(rvv_snapshot, current, rvv_target,
-                                           max_share_drop=rvv_session.settings.max_vector_share_drop,
-                                           strict=request.config.getoption("rvv_strict_baselines"), kind="executed",
-                                           toolchain=rvv_session.toolchain.compiler_version,
-                                           added_work=rvv_session.settings.added_work_percent), record_property)
+                                          max_share_drop=rvv_session.settings.max_vector_share_drop,
+                                          strict=request.config.getoption("rvv_strict_baselines"), kind="executed",
+                                          toolchain=rvv_session.toolchain.compiler_version,
+                                          added_work=rvv_session.settings.added_work_percent), record_property)
 
     return check
 
