@@ -89,3 +89,17 @@ def test_performance_without_a_portable_baseline_passes_unless_strict(tmp_path):
     bigger = judge(recorded, now, BUILTIN_TARGETS["rv64gc"], tolerances(None, False), here).decision
     assert bigger.outcome == FAILED and bigger.message.startswith("performance regression: mlp on rv64gc\n")
     assert bigger.records["perf_rows"] == [("module_bytes", 9, 10, "REGRESSED")]
+
+
+def test_a_disagreement_listed_as_an_expected_agreement_failure_is_xfailed(project):
+    """The suites hand check_agreement's verdict to rvv_judge: a disagreement fails in the agreement phase, which the
+    expected failures of that phase accept (and no other failure)."""
+    project.write()
+    pyproject = project.path / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + "\ntolerance = { atol = 0.0, rtol = 0.0 }\n")
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "expected-failures.toml").write_text(
+        '[host]\nmlp = { phase = "agreement", reason = "exact outputs differ" }\n')
+    result = project.run("correctness/test_agreement.py", "--rvv-models=mlp", "--rvv-targets=host")
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(["XFAIL correctness/test_agreement.py::test_matches_onnxruntime[[]mlp-host[]]*"])
