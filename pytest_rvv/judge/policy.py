@@ -1,7 +1,7 @@
 """Tolerance policy per metric, and the comparison of a measurement with its baseline.
 
 Which baseline a metric is compared with (portable or this machine's) is decided in
-reference.py; this module only judges. Every metric is better lower: an increase beyond the
+applicable.py; this module only judges. Every metric is better lower: an increase beyond the
 allowance is a regression, a decrease beyond it an improvement (never a regression).
 Deterministic metrics (instruction counts, sizes, IREE's peak allocation) must match exactly;
 time and memory may grow by a ratio; time must also grow by more than 50 ms (start-up noise), and
