@@ -21,12 +21,19 @@ from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.conformance.batch import NodeBatches
 from pytest_rvv.conformance.check import NodeTestFailure, run_node_test, tolerance_for
 from pytest_rvv.conformance.node_tests import NodeTest
-from pytest_rvv.conformance.report import NEW_PASS
 from pytest_rvv.judge.applicable import applicable_baselines
 from pytest_rvv.judge.baselines import PERF_BASELINES
-from pytest_rvv.judge.expectations import load_node_lists, node_compiled_alone, node_lists_path
+from pytest_rvv.judge.checks import agreement_verdict
+from pytest_rvv.judge.expectations import (
+    PHASES,
+    load_node_lists,
+    node_compiled_alone,
+    node_lists_path,
+    node_test_verdict,
+)
 from pytest_rvv.judge.gate import GateResult
-from pytest_rvv.judge.policy import ESTIMATOR_TOLERANCE_PERCENT, tolerances
+from pytest_rvv.judge.outcome import FAILED, SKIPPED, XFAILED, Verdict
+from pytest_rvv.judge.policy import estimator_verdict, tolerances
 from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
 from pytest_rvv.judge.verdict import judge
 from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming, calibrate
@@ -50,17 +57,37 @@ def rvv_record(record_property: Any) -> Callable[..., None]:
 
 
 @pytest.fixture
+def rvv_judge(record_property: Any) -> Callable[[Verdict], None]:
+    """Turn a verdict of judge/ (``judge.checks``' checks return one) into this test's outcome: records it leaves for
+    the reports, then pass, fail, xfail or skip."""
+    return lambda verdict: _judged(verdict, record_property)
+
+
+@pytest.fixture
 def rvv_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     """syrupy's snapshot, stored as one JSON file per test (model x target)."""
     return snapshot.use_extension(JSONSnapshotExtension)
 
 
-def _judged(verdict: SnapshotVerdict, record_property: Any) -> GateResult:
-    """Record a snapshot verdict for the reports, and fail the test when it says so."""
-    leave(record_property, **verdict.records)
-    if verdict.failure is not None:
-        pytest.fail(verdict.failure, pytrace=False)
-    assert verdict.gate is not None  # only a damaged snapshot has none, and it fails above
+def _judged(verdict: Verdict, record_property: Any) -> None:
+    """Leave the verdict's records for the reports, then fail, xfail or skip the test as it says (the one place that
+    turns judge/'s verdicts into pytest's outcomes)."""
+    if verdict.records:
+        leave(record_property, **verdict.records)
+    if verdict.outcome == FAILED and verdict.phase is not None:  # the phase's error: its expected failures accept it
+        raise PHASES[verdict.phase](verdict.message)
+    if verdict.outcome == FAILED:
+        pytest.fail(verdict.message, pytrace=False)
+    if verdict.outcome == XFAILED:
+        pytest.xfail(verdict.message)
+    if verdict.outcome == SKIPPED:
+        pytest.skip(verdict.message)
+
+
+def _gated(verdict: SnapshotVerdict, record_property: Any) -> GateResult:
+    """The gate's result once its verdict passed (only a damaged snapshot has none, and it fails)."""
+    _judged(verdict, record_property)
+    assert verdict.gate is not None
     return verdict.gate
 
 
@@ -71,19 +98,20 @@ def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Tar
 
     def check() -> GateResult:
         analysis = analyze(rvv_session.artifact(rvv_model, rvv_target), rvv_session.store, rvv_session.stages)
-        return _judged(check_vectorization(rvv_snapshot, analysis.snapshot(), rvv_target,
-                                           max_share_drop=rvv_session.settings.max_vector_share_drop,
-                                           strict=request.config.getoption("rvv_strict_baselines"),
-                                           toolchain=rvv_session.toolchain.compiler_version,
-                                           added_work=rvv_session.settings.added_work_percent), record_property)
+        return _gated(check_vectorization(rvv_snapshot, analysis.snapshot(), rvv_target,
+                                          max_share_drop=rvv_session.settings.max_vector_share_drop,
+                                          strict=request.config.getoption("rvv_strict_baselines"),
+                                          toolchain=rvv_session.toolchain.compiler_version,
+                                          added_work=rvv_session.settings.added_work_percent), record_property)
 
     return check
 
 
 @pytest.fixture
-def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner,
-                 tmp_path: Path) -> Callable[..., ExecutedMeasurement]:
-    """Count what ``rvv_model`` executes on ``rvv_runner``'s target (QEMU + the rvv_counter plugin).
+def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner, tmp_path: Path,
+                 record_property: Any) -> Callable[..., ExecutedMeasurement]:
+    """Count what ``rvv_model`` executes on ``rvv_runner``'s target (QEMU + the rvv_counter plugin); fails when the
+    counted run disagrees with onnxruntime.
 
     Skips, with the reason, when the emulator cannot load plugins or no C compiler can build it.
     """
@@ -99,7 +127,12 @@ def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner,
         except ToolMissing as exc:
             pytest.skip(str(exc))
 
-    return measure
+    def judged(elements: bool = False) -> ExecutedMeasurement:
+        measurement = measure(elements)
+        _judged(agreement_verdict(measurement.checked), record_property)
+        return measurement
+
+    return judged
 
 
 @pytest.fixture
@@ -118,11 +151,11 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
                                           **measurement.attribution["lanes"]})
             record_property(f"rvv.{LANE_OCCUPANCY}", measurement.attribution["lanes"]["total"]["occupancy_percent"])
         current = measurement.snapshot(rvv_model.name, rvv_target.name)
-        return _judged(check_vectorization(rvv_snapshot, current, rvv_target,
-                                           max_share_drop=rvv_session.settings.max_vector_share_drop,
-                                           strict=request.config.getoption("rvv_strict_baselines"), kind="executed",
-                                           toolchain=rvv_session.toolchain.compiler_version,
-                                           added_work=rvv_session.settings.added_work_percent), record_property)
+        return _gated(check_vectorization(rvv_snapshot, current, rvv_target,
+                                          max_share_drop=rvv_session.settings.max_vector_share_drop,
+                                          strict=request.config.getoption("rvv_strict_baselines"), kind="executed",
+                                          toolchain=rvv_session.toolchain.compiler_version,
+                                          added_work=rvv_session.settings.added_work_percent), record_property)
 
     return check
 
@@ -155,12 +188,13 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         # fresh timed runs only where time is gated (a baseline of this machine), recorded, or asked for
         timed = recording or applicable.machine is not None or settings.perf_repeat_given
         result = measure_performance(cell, settings.perf_repeat, timed)
+        _judged(agreement_verdict(result.disagreement), record_property)
         if machine != rvv_session.machine:  # a board's, or the machine of a bundle's results
             result.board = machine.as_json()
         if isinstance(cell.runner, ResultsRunner) and (core := cell.runner.results.facts.core) is not None:
-            estimate = (applicable.portable or {}).get("metrics", {}).get(silicon_metric(core.name))
+            estimate = applicable.portable.metrics.get(silicon_metric(core.name)) if applicable.portable else None
             result.calibration = calibration_point(result, core, estimate)  # every silicon run calibrates
-        leave(record_property, performance=result.as_json())
+        leave(record_property, performance=result.to_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
             record_property(f"rvv.{metric}", value)
         if recording:
@@ -170,16 +204,8 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
-        verdict = judge(applicable, result, rvv_target, limits, machine, strict=strict,
-                        added_work=settings.added_work_percent)
-        leave(record_property, perf_rows=[(r.metric, r.baseline, r.now, r.status) for r in verdict.rows],
-              notes=list(verdict.notes), improvements=list(verdict.improvements))
-        if applicable.portable is None and strict and verdict.has_portable:
-            pytest.fail(f"no performance baseline {applicable.portable_path}: record one with --update-baselines",
-                        pytrace=False)
-        if verdict.regressed or (strict and verdict.differs):
-            what = "performance regression" if verdict.regressed else "differs from its baseline (strict)"
-            pytest.fail(f"{what}: {rvv_model.name} on {rvv_target.name}\n{verdict.render()}", pytrace=False)
+        _judged(judge(applicable, result, rvv_target, limits, machine, strict=strict,
+                      added_work=settings.added_work_percent).decision, record_property)
         return result
 
     return check
@@ -228,23 +254,9 @@ def rvv_conformance(rvv_session: RvvSession, rvv_node_test: NodeTest, rvv_target
         # Decide outside the except blocks: a failure reads once, without chained tracebacks.
         if ran is None and failure is None:
             pytest.skip(reason)
-        if failure is not None:
-            leave(record_property, conformance=(rvv_target.name, rvv_node_test.name, failure.phase,
-                                                failure.first_line, True))
-            if expected is not None and expected.phase == failure.phase:
-                pytest.xfail(f"expected {failure.phase} failure: {expected.reason}")
-            listed = f" (listed as an expected {expected.phase} failure in {path})" if expected else ""
-            details = "".join(f"\n{line}" for line in failure.message.strip().splitlines()[1:12])
-            pytest.fail(f"new {failure.phase} failure{listed}: {failure.first_line}{details}", pytrace=False)
-        listed_pass = expected is not None and (ran or expected.phase in ("import", "compile"))
-        leave(record_property, conformance=(rvv_target.name, rvv_node_test.name, None,
-                                            NEW_PASS if listed_pass else "", ran))
-        if listed_pass:
-            message = (f"{rvv_node_test.name} now passes on {rvv_target.name}: remove it from [{expected.phase}] "
-                       f"in {path} (or rerun with --update-baselines)")
-            if strict:
-                pytest.fail(f"unexpectedly passes (--rvv-strict-baselines): {message}", pytrace=False)
-            leave(record_property, improvements=[message])
+        _judged(node_test_verdict(rvv_node_test.name, rvv_target.name, expected, path, strict, bool(ran),
+                                  None if failure is None else (failure.phase, failure.first_line, failure.message)),
+                record_property)
 
     return check
 
@@ -270,6 +282,7 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
             pytest.fail(str(exc), pytrace=False)
         comparison = compare_toolchains(rvv_session, reference, rvv_model, rvv_target, settings.perf_repeat,
                                         limits, settings.added_work_percent, strict, settings.max_vector_share_drop)
+        _judged(agreement_verdict(comparison.disagreement), record_property)
         record = comparison.summary()
         if request.config.getoption("rvv_report"):  # the report file holds every change and the whole asm diff
             record["detail"] = comparison.render(asm_lines=1 << 30)
@@ -298,11 +311,7 @@ def rvv_instruction_calibration(rvv_session: RvvSession, record_property: Any
             (found,) = calibrate((timing,), rvv_session.store)
         except ToolMissing as exc:
             pytest.skip(str(exc))
-        leave(record_property, estimator=found.as_json())
-        if abs(found.error_percent) > ESTIMATOR_TOLERANCE_PERCENT:
-            pytest.fail(f"{timing.core} {timing.name}: estimated {found.estimated:.2f} cycles per instruction, "
-                        f"measured {timing.cycles:.2f} ({found.error_percent:+.0f} %, allowed "
-                        f"+-{ESTIMATOR_TOLERANCE_PERCENT:g} %; {found.llvm_mca}); {timing.source}", pytrace=False)
+        _judged(estimator_verdict(found), record_property)
         return found
 
     return check

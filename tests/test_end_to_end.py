@@ -4,7 +4,9 @@ import pytest
 
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS
-from pytest_rvv.judge.checks import check_agreement, check_compiles
+from pytest_rvv.judge.checks import agreement_verdict, check_compiles
+from pytest_rvv.judge.outcome import PASSED
+from pytest_rvv.measure.agreement import measure_agreement
 from pytest_rvv.model.manifest import model_from_table
 from pytest_rvv.session import RvvSession
 
@@ -24,7 +26,8 @@ def session_and_model(tmp_path_factory):
 
 def test_compiles_for_rvv_zvl256b_into_a_riscv64_module(session_and_model):
     session, model = session_and_model
-    artifact = check_compiles(session, model, BUILTIN_TARGETS["rv64gcv-zvl256b"])
+    assert check_compiles(session, model, BUILTIN_TARGETS["rv64gcv-zvl256b"]).outcome == PASSED
+    artifact = session.artifact(model, BUILTIN_TARGETS["rv64gcv-zvl256b"])
     assert "--iree-llvmcpu-target-cpu-features=+m,+a,+f,+d,+c,+v,+zvl256b" in artifact.flags
     data = artifact.path.read_bytes()
     elf = data.index(b"\x7fELF")  # the embedded dispatch library
@@ -36,9 +39,9 @@ def test_compiles_for_rvv_zvl256b_into_a_riscv64_module(session_and_model):
 def test_runs_and_agrees_with_onnxruntime(session_and_model, target, tmp_path):
     session, model = session_and_model
     runner = session.runner(BUILTIN_TARGETS[target])
-    agreement = check_agreement(session.cell(model, runner.target, runner), tmp_path)
-    assert agreement.ok
-    assert 0 < agreement.max_abs < 1e-5, "softmax outputs must agree closely, and not trivially"
+    checked = measure_agreement(session.cell(model, runner.target, runner), tmp_path)
+    assert agreement_verdict(checked).outcome == PASSED
+    assert 0 < checked.agreement.max_abs < 1e-5, "softmax outputs must agree closely, and not trivially"
     if target == "host":  # run here; an emulated run is recorded by content (tests/test_recorded_runs.py)
         assert (tmp_path / "output_0.npy").is_file()
 

@@ -175,14 +175,15 @@ def test_packing_a_constant_weight_is_one_time_work_and_a_call_without_initializ
 def test_the_path_table_compares_work_per_call_and_shows_the_one_time_work_beside_it():
     """squeezenet1.1's figures as recorded (IREE 3.13.0): the mmt4d path's packing of constant weights at load is
     not part of the ratio; per call it executes 0.30x the default path's instructions (0.53x counting the load)."""
+    from pytest_rvv.measure.performance import PerfResult
     from pytest_rvv.report.performance import microkernel_table
 
-    rows = {("squeezenet1.1", "rv64gcv-zvl256b"): {"metrics": {
+    rows = {("squeezenet1.1", "rv64gcv-zvl256b"): PerfResult("squeezenet1.1", "rv64gcv-zvl256b", metrics={
                 "executed_dispatch_instructions": 37557113, "executed_per_call_instructions": 37557113,
-                "executed_one_time_instructions": 0}},
-            ("squeezenet1.1", "rv64gcv-zvl256b-mmt4d"): {"metrics": {
+                "executed_one_time_instructions": 0}),
+            ("squeezenet1.1", "rv64gcv-zvl256b-mmt4d"): PerfResult("squeezenet1.1", "rv64gcv-zvl256b-mmt4d", metrics={
                 "executed_dispatch_instructions": 20088254, "executed_per_call_instructions": 11381180,
-                "executed_one_time_instructions": 8707074}}}
+                "executed_one_time_instructions": 8707074})}
     header, _, line = microkernel_table(rows, [("rv64gcv-zvl256b", "rv64gcv-zvl256b-mmt4d")])
     assert "executed per call (M) | ratio | executed once, at load (M) | ratio" in header
     assert "| 37.56 -> 11.38 | 0.30x | 0.00 -> 8.71 | - |" in line

@@ -18,6 +18,8 @@ from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.judge.checks import check_agreement
 from pytest_rvv.judge.gate import check_gate
+from pytest_rvv.judge.outcome import PASSED
+from pytest_rvv.measure.agreement import measure_agreement
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.prepare import prepare
@@ -65,7 +67,7 @@ def test_an_int8_model_agrees_with_onnxruntimes_quantized_result_counted_in_quan
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in prepared.graph.node}
     reference = session.oracle(model)
     assert reference.steps[0] is not None and reference.steps[0] > 0  # the output's DequantizeLinear scale
-    agreement = check_agreement(cell_of(session, model, ZVL256), session.store.root)
+    agreement = measure_agreement(cell_of(session, model, ZVL256), session.store.root).agreement
     assert agreement.max_steps is not None and agreement.max_steps <= 1
     assert "quantization steps" in agreement.report()
 
@@ -114,7 +116,7 @@ def test_a_float16_model_runs_where_the_vector_unit_has_zvfh(tmp_path):
     model = models["mlp-f16"]
     prepared = onnx.load(str(session.prepared(model)))
     assert any(i.data_type == TensorProto.FLOAT16 for i in prepared.graph.initializer)
-    assert check_agreement(cell_of(session, model, RVA23), tmp_path).ok
+    assert check_agreement(cell_of(session, model, RVA23), tmp_path).outcome == PASSED
 
 
 def test_a_bfloat16_model_agrees_with_its_bfloat16_arithmetic_on_rva23(tmp_path):
@@ -131,7 +133,7 @@ def test_a_bfloat16_model_agrees_with_its_bfloat16_arithmetic_on_rva23(tmp_path)
     assert ours.dtype == np.float32
     np.testing.assert_array_equal(ours.astype(ml_dtypes.bfloat16).astype(np.float32), ours)  # rounded to bf16
     assert 1e-4 < np.abs(ours - f32).max() < 1e-2  # the rounding is real, and bf16-sized
-    assert check_agreement(cell_of(session, model, RVA23), tmp_path).ok
+    assert check_agreement(cell_of(session, model, RVA23), tmp_path).outcome == PASSED
 
 
 def test_an_operator_that_takes_no_bfloat16_is_refused_in_one_line(tmp_path):

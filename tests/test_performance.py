@@ -5,9 +5,10 @@ import shutil
 
 import pytest
 
-from pytest_rvv.judge.baselines import load_baseline
+from pytest_rvv.judge.baselines import Baseline, load_baseline
 from pytest_rvv.judge.baselines import write_baselines as write_portable
 from pytest_rvv.judge.policy import DEFAULT_TOLERANCES, Row, compare, mann_whitney_greater, table, tolerances
+from pytest_rvv.measure.performance import PerfResult
 
 from .conftest import SUITE_COPY_IGNORE, SUITES
 
@@ -32,6 +33,11 @@ def recorded_elsewhere(project):
 def baselines(project):
     return {p.relative_to(project.path).as_posix(): json.loads(p.read_text())
             for p in sorted((project.path / "baselines" / "performance").rglob("*.json"))}
+
+
+def stored(metrics, samples=None):
+    """A baseline of these metrics (and timed runs)."""
+    return Baseline("m", "t", {}, metrics, samples=samples)
 
 
 def test_workers_hand_results_to_the_controller_which_writes_each_baseline_once(project):
@@ -170,8 +176,7 @@ def test_missing_baseline_passes_unless_strict(project):
 
 
 def test_an_interrupted_update_leaves_the_old_baselines_intact(tmp_path, monkeypatch):
-    record = {"model": "m", "target": "host", "toolchain": {"iree_compile": "x"}, "metrics": {"module_bytes": 1},
-              "samples": {}}
+    record = PerfResult("m", "host", {"iree_compile": "x"}, {"module_bytes": 1})
 
     def write_baselines(root, records):
         return write_portable(root, records, {"name": "m1"}, lambda target, metrics: {"portable": metrics,
@@ -185,7 +190,7 @@ def test_an_interrupted_update_leaves_the_old_baselines_intact(tmp_path, monkeyp
 
     monkeypatch.setattr("os.replace", crash)
     with pytest.raises(KeyboardInterrupt):
-        write_baselines(tmp_path, [{**record, "metrics": {"module_bytes": 2}}])
+        write_baselines(tmp_path, [PerfResult("m", "host", {"iree_compile": "x"}, {"module_bytes": 2})])
     assert (tmp_path / "host" / "m.json").read_bytes() == before
     assert [p.name for p in (tmp_path / "host").iterdir()] == ["m.json"]  # no half-written temporary left
 
@@ -199,7 +204,7 @@ def test_a_damaged_baseline_is_one_clear_line(tmp_path):
 
 def test_deterministic_metrics_are_exact_and_time_is_a_ratio():
     limits = tolerances({}, under_xdist=False)
-    rows = compare({"metrics": {"module_bytes": 100, "wall_s_min": 1.0}},
+    rows = compare(stored({"module_bytes": 100, "wall_s_min": 1.0}),
                    {"module_bytes": 101, "wall_s_min": 1.2}, {}, limits)
     assert [(r.metric, r.ok) for r in rows] == [("module_bytes", False), ("wall_s_min", True)]
     assert "module_bytes" in table(rows) and "REGRESSED" in table(rows)
@@ -207,7 +212,7 @@ def test_deterministic_metrics_are_exact_and_time_is_a_ratio():
 
 
 def test_slower_beyond_the_ratio_but_not_significantly_is_not_a_regression():
-    base = {"metrics": {"wall_s_min": 1.0}, "samples": {"wall_s": [1.0, 3.0, 3.1, 2.9, 3.2]}}
+    base = stored({"wall_s_min": 1.0}, {"wall_s": [1.0, 3.0, 3.1, 2.9, 3.2]})
     now = [1.5, 1.2, 3.0, 2.8, 3.1]
     [row] = compare(base, {"wall_s_min": 1.0 * 1.3 + 0.1}, {"wall_s": now}, {"wall_s_min": 1.3})
     assert row.ok and row.note.startswith("p=")
@@ -226,21 +231,21 @@ def test_bad_tolerance_names_the_metric():
 
 def test_lower_is_better_for_every_gated_metric():
     limits = {"wall_s_min": 1.3}
-    [exact] = compare({"metrics": {"dispatch_code_bytes": 172209}}, {"dispatch_code_bytes": 159249}, {}, limits)
+    [exact] = compare(stored({"dispatch_code_bytes": 172209}), {"dispatch_code_bytes": 159249}, {}, limits)
     assert exact.ok and exact.status == "improved" and "REGRESSED" not in table([exact])
-    [faster] = compare({"metrics": {"wall_s_min": 2.0}}, {"wall_s_min": 1.0}, {}, limits)
+    [faster] = compare(stored({"wall_s_min": 2.0}), {"wall_s_min": 1.0}, {}, limits)
     assert faster.ok and faster.status == "improved"
-    [noise] = compare({"metrics": {"wall_s_min": 1.0}}, {"wall_s_min": 0.9}, {}, limits)
+    [noise] = compare(stored({"wall_s_min": 1.0}), {"wall_s_min": 0.9}, {}, limits)
     assert noise.status == "ok"
-    [diagnostic] = compare({"metrics": {"static_vector": 10}}, {"static_vector": 5}, {}, {},
+    [diagnostic] = compare(stored({"static_vector": 10}), {"static_vector": 5}, {}, {},
                            frozenset({"static_vector"}))
     assert diagnostic.ok and diagnostic.status == "changed"
 
 
 def test_tiny_slowdowns_below_the_noise_floor_pass_and_large_ones_fail():
     limits = {"wall_s_min": 1.3}
-    assert compare({"metrics": {"wall_s_min": 0.014}}, {"wall_s_min": 0.019}, {}, limits)[0].ok
-    assert not compare({"metrics": {"wall_s_min": 1.0}}, {"wall_s_min": 1.5}, {}, limits)[0].ok
+    assert compare(stored({"wall_s_min": 0.014}), {"wall_s_min": 0.019}, {}, limits)[0].ok
+    assert not compare(stored({"wall_s_min": 1.0}), {"wall_s_min": 1.5}, {}, limits)[0].ok
 
 
 def test_a_machine_name_is_a_folder_name_or_one_clear_line(project):
@@ -293,7 +298,7 @@ def test_after_an_upgrade_sizes_and_small_moves_pass_and_added_work_fails(projec
 
 def test_wall_time_slower_without_more_cpu_time_is_machine_load_not_a_regression():
     limits = {"wall_s_min": 1.3, "cpu_s_min": 1.3}
-    base = {"metrics": {"wall_s_min": 0.46, "cpu_s_min": 0.30}}
+    base = stored({"wall_s_min": 0.46, "cpu_s_min": 0.30})
     loaded = {r.metric: r for r in compare(base, {"wall_s_min": 0.66, "cpu_s_min": 0.32}, {}, limits)}
     assert loaded["wall_s_min"].ok and "load on the machine" in loaded["wall_s_min"].note
     slower = {r.metric: r for r in compare(base, {"wall_s_min": 0.66, "cpu_s_min": 0.45}, {}, limits)}
@@ -309,7 +314,7 @@ def test_after_an_upgrade_the_host_targets_sizes_are_churn_on_its_own_machine_to
     from pytest_rvv.measure.performance import PerfResult
 
     old = {"iree_compile": "IREE compiler version 3.12.0"}
-    machine = {"metrics": {"module_bytes": 1000, "cpu_s_min": 1.0}, "samples": {}, "toolchain": old}
+    machine = Baseline("m", "host", old, {"module_bytes": 1000, "cpu_s_min": 1.0}, samples={})
     applicable = ApplicableBaselines(None, tmp_path / "p.json", machine, tmp_path / "m.json", ())
     now = PerfResult("m", "host", {"iree_compile": "IREE compiler version 3.13.0"},
                      {"module_bytes": 1010, "cpu_s_min": 1.0})

@@ -17,12 +17,22 @@ from pytest_rvv.base.errors import CompileFailed, PathUnavailable, RuntimeNotPro
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.judge.applicable import ApplicableBaselines
+from pytest_rvv.judge.baselines import Baseline
 from pytest_rvv.judge.gate import GateResult, check_gate, delta_text
 from pytest_rvv.judge.verdict import PerfVerdict, judge
+from pytest_rvv.measure.agreement import CheckedRun
 from pytest_rvv.measure.asmdiff import dispatch_listing, mnemonic_changes, unified
 from pytest_rvv.measure.matching import match_dispatches, pair_name
-from pytest_rvv.measure.metrics import MACHINE_BOUND, PORTABLE, split
-from pytest_rvv.measure.performance import PerfResult, TimedRuns, compile_side, per_call_cycles
+from pytest_rvv.measure.metrics import (
+    CPU_S,
+    EXECUTED_DISPATCH_INSTRUCTIONS,
+    EXECUTED_PER_CALL_INSTRUCTIONS,
+    MACHINE_BOUND,
+    PORTABLE,
+    STATIC_INSTRUCTIONS,
+    split,
+)
+from pytest_rvv.measure.performance import PerfResult, TimedRuns, compile_side
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.runner import Runner
@@ -65,6 +75,7 @@ class ToolchainComparison:
     asm_mix: str = ""  # the mnemonics whose count moved in that dispatch
     notes: list[str] = field(default_factory=list)
     results: tuple[PerfResult, PerfResult] | None = None  # (under test, reference)
+    disagreement: CheckedRun | None = None  # a run of either toolchain that disagreed with onnxruntime: no verdict
 
     @property
     def regressions(self) -> list[str]:
@@ -85,7 +96,7 @@ class ToolchainComparison:
         if self.results is None:
             return None
         now, before = (r.metrics for r in self.results)
-        for metric in ("executed_per_call_instructions", "executed_dispatch_instructions", "static_instructions"):
+        for metric in (EXECUTED_PER_CALL_INSTRUCTIONS, EXECUTED_DISPATCH_INSTRUCTIONS, STATIC_INSTRUCTIONS):
             if metric in now and metric in before:
                 return metric, before[metric], now[metric]
         return None
@@ -96,18 +107,18 @@ class ToolchainComparison:
         module load's once-only work left out (the kernel dashboard's before/after)."""
         if self.results is None:
             return None
-        now, before = (r.as_json() for r in self.results)
-        executed = [r["metrics"].get("executed_per_call_instructions") for r in (before, now)]
-        cores = sorted(set(before.get("silicon", {})) & set(now.get("silicon", {})))
+        now, before = self.results
+        executed = [r.metrics.get(EXECUTED_PER_CALL_INSTRUCTIONS) for r in (before, now)]
+        cores = sorted(set(before.silicon) & set(now.silicon))
         return {"executed": executed if None not in executed else None,
-                "cycles": {core: [per_call_cycles(before, core), per_call_cycles(now, core)] for core in cores}}
+                "cycles": {core: [before.per_call_cycles(core), now.per_call_cycles(core)] for core in cores}}
 
     @property
     def time_ratio(self) -> tuple[float, float, float] | None:
         """Under test / reference CPU time: of the fastest runs, and the spread over the interleaved pairs."""
         if self.results is None:
             return None
-        now, before = (r.samples.get("cpu_s", []) for r in self.results)
+        now, before = (r.samples.get(CPU_S, []) for r in self.results)
         pairs = [a / b for a, b in zip(now, before, strict=False) if b > 0]
         if not pairs or not min(before):
             return None
@@ -183,6 +194,9 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
                     runs.once()
             runs_a.into(result_a)
             runs_b.into(result_b)
+        if disagreement := result_a.disagreement or result_b.disagreement:  # judge/ refuses the numbers
+            comparison.disagreement = disagreement
+            return comparison
     else:
         comparison.notes.append("run-side metrics need a runtime for this target for both toolchains")
     comparison.results = (result_a, result_b)
@@ -221,11 +235,11 @@ def _judge_metrics(reference: PerfResult, now: PerfResult, target: Target, limit
     """The metric rows of ``now`` against the reference toolchain's, by the upgrade review's rules."""
     parts = split(reference.metrics, target)
     label = "the reference toolchain"
+    model, target_name = reference.model, reference.target
     applicable = ApplicableBaselines(
-        portable={"metrics": parts[PORTABLE], "samples": {}, "toolchain": reference.toolchain,
-                  "silicon": reference.silicon},
+        portable=Baseline(model, target_name, reference.toolchain, parts[PORTABLE], silicon=reference.silicon),
         portable_path=Path(label),
-        machine={"metrics": parts[MACHINE_BOUND], "samples": reference.samples, "toolchain": reference.toolchain},
+        machine=Baseline(model, target_name, reference.toolchain, parts[MACHINE_BOUND], samples=reference.samples),
         machine_path=Path(label), other_machines=())
     verdict = judge(applicable, now, target, limits, machine, strict=strict, added_work=added_work)
     verdict.upgrade = None  # both versions head the comparison already

@@ -14,6 +14,7 @@ from typing import Any
 from pytest_rvv.comparison.report import comparison_status
 from pytest_rvv.config.kernels import CORE, KernelCell
 from pytest_rvv.config.paths import DEFAULT, PATHS
+from pytest_rvv.measure.metrics import ratio
 
 
 def _added(before: float | None, after: float | None) -> float | None:
@@ -21,10 +22,6 @@ def _added(before: float | None, after: float | None) -> float | None:
     if before is None or after is None:
         return None
     return round(100 * (after - before) / before, 2) if before else (math.inf if after else 0.0)
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
 
 
 def kernel_changes(cells: Sequence[KernelCell], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -46,7 +43,7 @@ def kernel_changes(cells: Sequence[KernelCell], records: list[dict[str, Any]]) -
     defaults = {(e["row"], e["shape"]): e for e in entries if e["path"] == DEFAULT}
     for e in entries:
         base = defaults.get((e["row"], e["shape"]))
-        e["vs_default"] = [None, None] if base is None else [_ratio(e["est_cycles"][i], base["est_cycles"][i])
+        e["vs_default"] = [None, None] if base is None else [ratio(e["est_cycles"][i], base["est_cycles"][i])
                                                               for i in (0, 1)]
     order = {name: i for i, name in enumerate(PATHS)}
     return sorted(entries, key=lambda e: (e["added_percent"] is None, -(e["added_percent"] or 0), e["row"], e["shape"],

@@ -10,14 +10,13 @@ import pytest
 
 from pytest_rvv.base.record import Record
 from pytest_rvv.judge.expectations import (
+    NEW_PASS,
     NODE_PHASES,
     ExpectedNodeFailure,
     load_node_lists,
     node_lists_path,
     write_node_lists,
 )
-
-NEW_PASS = "new pass"  # message of a passing test that its list expects to fail
 
 
 class ConformanceTracker:

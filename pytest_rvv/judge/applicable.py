@@ -9,13 +9,13 @@ from and how to record one here.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.config.machine import Machine
-from pytest_rvv.judge.baselines import baseline_path, load_baseline
+from pytest_rvv.judge.baselines import Baseline, baseline_path, load_baseline
 
 MACHINES = "machines"
 RECORD_HINT = "pytest suites/performance --update-baselines"
@@ -29,16 +29,16 @@ def machine_baseline_path(root: Path, machine: str, target: str, model: str) -> 
 class ApplicableBaselines:
     """The baselines that apply to one model x target on one machine (None: none recorded)."""
 
-    portable: dict[str, Any] | None
+    portable: Baseline | None
     portable_path: Path
-    machine: dict[str, Any] | None
+    machine: Baseline | None
     machine_path: Path
     other_machines: tuple[str, ...]  # machines that have a baseline for this model x target
 
     def machine_note(self, machine: Machine) -> str:
         """One line when machine-bound metrics are not gated here; empty when they are."""
         if self.machine is not None:
-            recorded = self.machine.get("machine", {}).get("id")
+            recorded = self.machine.machine_id
             if recorded and recorded != machine.id:
                 return (f"note: {self.machine_path} was recorded under the name {machine.name} on a machine with "
                         f"another fingerprint ({recorded}, now {machine.id}); times are gated against it")
@@ -59,7 +59,8 @@ def applicable_baselines(root: Path, machine: Machine, target: str, model: str) 
 
 
 def recorded_toolchain(baseline: dict[str, Any] | None) -> str | None:
-    """The compiler version line a baseline was recorded with."""
+    """The compiler version line a stored document (an old baseline from git, a results.json metric) was recorded
+    with; ``Baseline.compiler`` of a loaded baseline."""
     toolchain = (baseline or {}).get("toolchain")
     return toolchain.get("iree_compile") if isinstance(toolchain, dict) else None
 
@@ -69,9 +70,10 @@ def recorded_toolchains(root: Path) -> set[str]:
     found = set()
     for path in root.glob("*/*.json"):
         try:
-            line = recorded_toolchain(json.loads(path.read_text()))
-        except (OSError, ValueError, AttributeError):
+            baseline = load_baseline(path)
+        except ConfigError:
             continue
+        line = baseline.compiler if baseline is not None else None
         if line:
             found.add(line)
     return found

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.measure.metrics import MACHINE_BOUND, PORTABLE
+from pytest_rvv.measure.performance import PerfResult
 
 PERF_BASELINES = Path("baselines") / "performance"  # relative to the project's root
 
@@ -19,7 +22,50 @@ def baseline_path(root: Path, target: str, model: str) -> Path:
     return root / target / f"{model}.json"
 
 
-def load_baseline(path: Path) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Baseline:
+    """A stored measurement of one model x target: a file under ``baselines/performance/``.
+
+    ``to_json`` / ``from_json`` are its one (de)serialiser; the optional fields are None where the file has no such
+    key: a portable baseline has ``recorded_on`` (and ``silicon`` when estimated), a machine's has ``samples`` and
+    ``machine``.
+    """
+
+    model: str
+    target: str
+    toolchain: dict[str, str]
+    metrics: dict[str, float]
+    recorded_on: str | None = None  # portable: the name of the machine that recorded it
+    silicon: dict[str, dict[str, int]] | None = None  # portable: core -> estimated cycles per dispatch
+    samples: dict[str, list[float]] | None = None  # machine-bound: every timed run
+    machine: dict[str, Any] | None = None  # machine-bound: the machine (config/machine.py Machine.as_json)
+
+    @property
+    def compiler(self) -> str | None:
+        """The compiler version line it was recorded with."""
+        return self.toolchain.get("iree_compile")
+
+    @property
+    def machine_id(self) -> str | None:
+        """The fingerprint id of the machine a machine-bound baseline was recorded on."""
+        return (self.machine or {}).get("id")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"model": self.model, "target": self.target, "toolchain": self.toolchain,
+                                "metrics": self.metrics}
+        optional = {"recorded_on": self.recorded_on, "silicon": self.silicon, "samples": self.samples,
+                    "machine": self.machine}
+        return data | {key: value for key, value in optional.items() if value is not None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Baseline:
+        toolchain = data.get("toolchain")
+        return cls(data.get("model", ""), data.get("target", ""), toolchain if isinstance(toolchain, dict) else {},
+                   data["metrics"], recorded_on=data.get("recorded_on"), silicon=data.get("silicon"),
+                   samples=data.get("samples"), machine=data.get("machine"))
+
+
+def load_baseline(path: Path) -> Baseline | None:
     """The stored baseline, None when there is none; a damaged file is one clear error."""
     try:
         data = json.loads(path.read_text())
@@ -31,25 +77,25 @@ def load_baseline(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
         raise ConfigError(f"{path}: not a pytest-rvv baseline (no metrics); restore it from git or rerun with "
                           "--update-baselines")
-    return data
+    return Baseline.from_json(data)
 
 
-def _write(path: Path, data: dict[str, Any], compare_keys: tuple[str, ...]) -> str:
-    """Write ``data`` atomically unless the stored file has the same ``compare_keys``; one summary line."""
+def _write(path: Path, new: Baseline, compared: Callable[[Baseline], tuple[Any, ...]]) -> str:
+    """Write ``new`` atomically unless the stored file has the same ``compared`` fields; one summary line."""
     old = load_baseline(path) if path.exists() else None
-    if old is not None and all(old.get(k) == data.get(k) for k in compare_keys):
+    if old is not None and compared(old) == compared(new):
         return f"unchanged {path}"
-    atomic_write_bytes(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(new.to_json(), indent=1, sort_keys=True) + "\n").encode())
     if old is None:
         return f"recorded  {path}"
-    changed = sorted(k for k in data["metrics"] if old["metrics"].get(k) != data["metrics"][k])
+    changed = sorted(k for k in new.metrics if old.metrics.get(k) != new.metrics[k])
     return f"updated   {path}: {', '.join(changed) or 'toolchain'}"
 
 
-def _steady(old: dict[str, Any] | None, new: dict[str, float], ratios: Mapping[str, float]) -> dict[str, float]:
+def _steady(old: Baseline | None, new: dict[str, float], ratios: Mapping[str, float]) -> dict[str, float]:
     """``new`` with the old value kept for each ratio-gated metric that stayed within its ratio
     (noise is not a change: re-recording elsewhere leaves the file byte-identical)."""
-    before = (old or {}).get("metrics", {})
+    before = old.metrics if old is not None else {}
     kept = dict(new)
     for metric, ratio in ratios.items():
         noisy = metric in kept and metric in before and before[metric] and 1 < ratio < float("inf")
@@ -58,7 +104,15 @@ def _steady(old: dict[str, Any] | None, new: dict[str, float], ratios: Mapping[s
     return kept
 
 
-def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str, Any],
+def _portable_fields(baseline: Baseline) -> tuple[Any, ...]:
+    return baseline.metrics, baseline.toolchain, baseline.silicon
+
+
+def _machine_fields(baseline: Baseline) -> tuple[Any, ...]:
+    return baseline.metrics, baseline.toolchain, baseline.samples, baseline.machine
+
+
+def write_baselines(root: Path, records: list[PerfResult], machine: dict[str, Any],
                     split: Callable[[str, dict[str, float]], dict[str, dict[str, float]]],
                     ratios: Mapping[str, float] | None = None) -> list[str]:
     """Write each record's portable metrics to ``<target>/<model>.json`` and its machine-bound ones to
@@ -70,22 +124,20 @@ def write_baselines(root: Path, records: list[dict[str, Any]], machine: dict[str
     Returns one line per file.
     """
     summary = []
-    for record in sorted(records, key=lambda r: (r["target"], r["model"])):
-        target, model, toolchain = record["target"], record["model"], record["toolchain"]
-        parts = split(target, record["metrics"])
-        portable, bound = parts["portable"], parts["machine-bound"]
-        if portable and not record.get("board"):  # a board's portable metrics are the emulated runs' own
+    for record in sorted(records, key=lambda r: (r.target, r.model)):
+        target, model, toolchain = record.target, record.model, record.toolchain
+        parts = split(target, record.metrics)
+        portable, bound = parts[PORTABLE], parts[MACHINE_BOUND]
+        if portable and not record.board:  # a board's portable metrics are the emulated runs' own
             path = baseline_path(root, target, model)
             old = load_baseline(path) if path.exists() else None
-            data = {"model": model, "target": target, "toolchain": toolchain,
-                    "metrics": _steady(old, portable, ratios or {}), "recorded_on": machine["name"]}
-            if record.get("silicon"):  # estimated cycles per dispatch: the dispatch-level diff of a failing estimate
-                data["silicon"] = record["silicon"]
-            summary.append(_write(path, data, ("metrics", "toolchain", "silicon")))
+            # estimated cycles per dispatch: the dispatch-level diff of a failing estimate
+            summary.append(_write(path, Baseline(model, target, toolchain, _steady(old, portable, ratios or {}),
+                                                 recorded_on=machine["name"], silicon=record.silicon or None),
+                                  _portable_fields))
         if bound:
-            where = record.get("board") or machine  # a board is a machine of its own
-            data = {"model": model, "target": target, "toolchain": toolchain, "metrics": bound,
-                    "samples": record["samples"], "machine": where}
+            where = record.board or machine  # a board is a machine of its own
             path = baseline_path(root / "machines" / where["name"], target, model)
-            summary.append(_write(path, data, ("metrics", "toolchain", "samples", "machine")))
+            summary.append(_write(path, Baseline(model, target, toolchain, bound, samples=record.samples,
+                                                 machine=where), _machine_fields))
     return summary

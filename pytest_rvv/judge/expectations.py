@@ -28,6 +28,7 @@ from pytest_rvv.base.errors import CompileFailed, ConfigError, RunFailed
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.base.toml_files import read_toml
+from pytest_rvv.judge.outcome import Verdict, failed, passed, xfailed
 
 PHASES: dict[str, type[BaseException]] = {
     "compile": CompileFailed,
@@ -181,6 +182,38 @@ class ExpectedNodeFailure:
 
     phase: str
     reason: str
+
+
+NEW_PASS = "new pass"  # message of a passing test that its list expects to fail
+COMPILE_ONLY_PHASES = ("import", "compile")  # a test that compiles passes these phases without running
+
+
+def node_test_verdict(test: str, target: str, expected: ExpectedNodeFailure | None, listed_in: Path, strict: bool,
+                      ran: bool, failure: tuple[str, str, str] | None = None) -> Verdict:
+    """The verdict of one ONNX node test on ``target`` against its expected failure (``expected``, from
+    ``listed_in``): ``failure`` is (phase, its first line, the whole message) when it failed, ``ran`` whether it ran
+    (False: it only compiled, without a runtime).
+
+    A failure in the listed phase is an expected failure; any other failure is new and fails. A listed test that
+    passes (ran, or got past its listed import or compile phase) is an improvement: it passes with a note, and fails
+    with ``strict``. The record says what happened either way (the conformance summary)."""
+    if failure is not None:
+        phase, first_line, message = failure
+        records = {"conformance": (target, test, phase, first_line, True)}
+        if expected is not None and expected.phase == phase:
+            return xfailed(f"expected {phase} failure: {expected.reason}", **records)
+        listed = f" (listed as an expected {expected.phase} failure in {listed_in})" if expected else ""
+        details = "".join(f"\n{line}" for line in message.strip().splitlines()[1:12])
+        return failed(f"new {phase} failure{listed}: {first_line}{details}", **records)
+    listed_pass = expected is not None and (ran or expected.phase in COMPILE_ONLY_PHASES)
+    records: dict[str, Any] = {"conformance": (target, test, None, NEW_PASS if listed_pass else "", ran)}
+    if expected is None or not listed_pass:
+        return passed(**records)
+    note = (f"{test} now passes on {target}: remove it from [{expected.phase}] in {listed_in} (or rerun with "
+            "--update-baselines)")
+    if strict:
+        return failed(f"unexpectedly passes (--rvv-strict-baselines): {note}", **records)
+    return passed(**records, improvements=[note])
 
 
 def node_lists_path(root: Path, target: str) -> Path:

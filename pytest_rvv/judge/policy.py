@@ -1,7 +1,7 @@
 """Tolerance policy per metric, and the comparison of a measurement with its baseline.
 
 Which baseline a metric is compared with (portable or this machine's) is decided in
-reference.py; this module only judges. Every metric is better lower: an increase beyond the
+applicable.py; this module only judges. Every metric is better lower: an increase beyond the
 allowance is a regression, a decrease beyond it an improvement (never a regression).
 Deterministic metrics (instruction counts, sizes, IREE's peak allocation) must match exactly;
 time and memory may grow by a ratio; time must also grow by more than 50 ms (start-up noise), and
@@ -18,31 +18,57 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.judge.baselines import Baseline
+from pytest_rvv.judge.outcome import Verdict, failed, passed
+from pytest_rvv.measure.calibration import InstructionCalibration
+from pytest_rvv.measure.metrics import (
+    BOARD_CYCLES,
+    BOARD_INSTRUCTIONS,
+    BOARD_PEAK_RSS_KB,
+    COMPILE_S,
+    CPU_S,
+    CPU_S_MEDIAN,
+    CPU_S_MIN,
+    DISPATCH_CODE_BYTES,
+    EXECUTED_DISPATCH_INSTRUCTIONS,
+    EXECUTED_DISPATCH_VECTOR,
+    EXECUTED_ONE_TIME_INSTRUCTIONS,
+    EXECUTED_PER_CALL_INSTRUCTIONS,
+    IREE_PEAK_BYTES,
+    MODULE_BYTES,
+    PEAK_RSS_KB,
+    SILICON,
+    STATIC_INSTRUCTIONS,
+    STATIC_VECTOR,
+    WALL_S,
+    WALL_S_MEDIAN,
+    WALL_S_MIN,
+)
 
 EXACT = 0.0
 INFO = math.inf  # recorded and shown, never failed
 DEFAULT_TOLERANCES: dict[str, float] = {
-    "module_bytes": EXACT,
-    "dispatch_code_bytes": EXACT,
-    "static_instructions": EXACT,
-    "static_vector": EXACT,
-    "executed_dispatch_instructions": EXACT,
-    "executed_per_call_instructions": EXACT,
-    "executed_one_time_instructions": EXACT,
-    "executed_dispatch_vector": EXACT,
-    "iree_peak_bytes": EXACT,
-    "est_cycles": EXACT,  # every est_cycles@<core>: deterministic (exact executed blocks, a fixed llvm-mca)
-    "peak_rss_kb": 1.25,
-    "board_peak_rss_kb": 1.25,
-    "board_cycles": 1.1,  # hardware counters on a real board: close, not exact
-    "board_instructions": 1.02,
-    "compile_s": 3.0,  # compile time is noisy under parallel load; catches only blow-ups
-    "wall_s_min": 1.3,
-    "wall_s_median": INFO,  # medians of a few runs under load swing too much to gate on
-    "cpu_s_min": 1.3,
-    "cpu_s_median": INFO,
+    MODULE_BYTES: EXACT,
+    DISPATCH_CODE_BYTES: EXACT,
+    STATIC_INSTRUCTIONS: EXACT,
+    STATIC_VECTOR: EXACT,
+    EXECUTED_DISPATCH_INSTRUCTIONS: EXACT,
+    EXECUTED_PER_CALL_INSTRUCTIONS: EXACT,
+    EXECUTED_ONE_TIME_INSTRUCTIONS: EXACT,
+    EXECUTED_DISPATCH_VECTOR: EXACT,
+    IREE_PEAK_BYTES: EXACT,
+    SILICON: EXACT,  # every est_cycles@<core>: deterministic (exact executed blocks, a fixed llvm-mca)
+    PEAK_RSS_KB: 1.25,
+    BOARD_PEAK_RSS_KB: 1.25,
+    BOARD_CYCLES: 1.1,  # hardware counters on a real board: close, not exact
+    BOARD_INSTRUCTIONS: 1.02,
+    COMPILE_S: 3.0,  # compile time is noisy under parallel load; catches only blow-ups
+    WALL_S_MIN: 1.3,
+    WALL_S_MEDIAN: INFO,  # medians of a few runs under load swing too much to gate on
+    CPU_S_MIN: 1.3,
+    CPU_S_MEDIAN: INFO,
 }
-TIME_METRICS = {"wall_s_min": "wall_s", "wall_s_median": "wall_s", "cpu_s_min": "cpu_s", "cpu_s_median": "cpu_s"}
+TIME_METRICS = {WALL_S_MIN: WALL_S, WALL_S_MEDIAN: WALL_S, CPU_S_MIN: CPU_S, CPU_S_MEDIAN: CPU_S}
 XDIST_TIME_FACTOR = 1.5  # workers compete for the cores: widen time ratios under -n
 TIME_FLOOR_S = 0.05  # a slowdown smaller than this is process start-up noise, whatever the ratio
 MIN_SAMPLES_FOR_TEST = 5
@@ -127,7 +153,7 @@ class Row:
         return "info" if self.allowed == INFO else f"x{self.allowed:g}"
 
 
-def compare(baseline: Mapping[str, Any], now_metrics: Mapping[str, float], now_samples: Mapping[str, list[float]],
+def compare(baseline: Baseline, now_metrics: Mapping[str, float], now_samples: Mapping[str, list[float]],
             limits: Mapping[str, float], diagnostics: frozenset[str] = frozenset()) -> list[Row]:
     """One row per metric present on both sides; every metric is better lower.
 
@@ -136,7 +162,7 @@ def compare(baseline: Mapping[str, Any], now_metrics: Mapping[str, float], now_s
     REGRESSED, lower beyond the same band is improved. ``diagnostics`` only ever "change".
     """
     rows = []
-    base_metrics, base_samples = baseline.get("metrics", {}), baseline.get("samples", {})
+    base_metrics, base_samples = baseline.metrics, baseline.samples or {}
     for metric in sorted(set(base_metrics) & set(now_metrics)):
         old, new = base_metrics[metric], now_metrics[metric]
         limit = limits.get(metric, limits.get(metric.partition("@")[0], EXACT))
@@ -199,3 +225,14 @@ def _fmt(value: float | None) -> str:
 # FP and widening MACs, gathers: within 0.1 %). LLVM's model and the measurement are both fixed, so the outcome is
 # the same on every machine; it moves only with llvm-mca.
 ESTIMATOR_TOLERANCE_PERCENT = 30.0
+
+
+def estimator_verdict(found: InstructionCalibration) -> Verdict:
+    """The estimator against one published per-instruction measurement: fails when its cycles per instruction differ
+    by more than ``ESTIMATOR_TOLERANCE_PERCENT``; records the comparison either way."""
+    timing = found.timing
+    if abs(found.error_percent) <= ESTIMATOR_TOLERANCE_PERCENT:
+        return passed(estimator=found.as_json())
+    return failed(f"{timing.core} {timing.name}: estimated {found.estimated:.2f} cycles per instruction, measured "
+                  f"{timing.cycles:.2f} ({found.error_percent:+.0f} %, allowed +-{ESTIMATOR_TOLERANCE_PERCENT:g} %; "
+                  f"{found.llvm_mca}); {timing.source}", estimator=found.as_json())

@@ -13,6 +13,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from pytest_rvv.config.targets import Target
 from pytest_rvv.judge.gate import GateResult, check_gate
+from pytest_rvv.judge.outcome import FAILED, PASSED, Verdict
 
 
 class BrokenSnapshot(Exception):
@@ -62,13 +63,11 @@ def _counted(snapshot: dict[str, Any]) -> Any:
 
 
 @dataclass(frozen=True)
-class SnapshotVerdict:
-    """What the gate says of one model x target against its snapshot: the gate's result (None when the snapshot
-    is damaged), the message the test fails with (None: it passes), and what it records for the reports."""
+class SnapshotVerdict(Verdict):
+    """The verdict of the gate on one model x target against its snapshot, with the gate's result (None when the
+    snapshot is damaged)."""
 
-    gate: GateResult | None
-    failure: str | None
-    records: dict[str, Any]  # fields of the test's record (base/record.py)
+    gate: GateResult | None = None
 
 
 def check_vectorization(
@@ -83,7 +82,7 @@ def check_vectorization(
     added_work: float = 5.0,
 ) -> SnapshotVerdict:
     """Apply the gate against the recorded snapshot, then keep (or, when updating, rewrite) it; the verdict is
-    returned (the fixture fails the test with ``failure`` and records ``records``).
+    returned (the fixture records ``records`` and fails the test when it failed).
 
     - updating (``--snapshot-update`` / ``--update-baselines``): the snapshot is rewritten and
       regressions are accepted; only a vector instruction on a scalar target still fails;
@@ -101,7 +100,7 @@ def check_vectorization(
         broken = None
     if broken is not None:  # failed outside the except block: the failure reads once
         _keep_in_use(snapshot, current)
-        return SnapshotVerdict(None, str(broken),
+        return SnapshotVerdict(FAILED, str(broken),
                                {"broken_snapshot": (str(broken.path), broken.path.read_bytes().hex())})
     current = {**current, "iree_compile": toolchain} if toolchain else current
     recorded_with = (previous or {}).get("iree_compile")
@@ -134,9 +133,9 @@ def check_vectorization(
         "dispatches": {k: {"instructions": d["instructions"], "vector": d["vector"]}
                        for k, d in current["dispatches"].items()},  # for the HTML report's dispatch table
     }
-    failure = None
-    if failures:
-        failure = (f"{kind} vectorization regression: {model} on {target.name}\n"
-                   + "\n".join(f"  {line}" for line in failures)
-                   + f"\nsnapshot: {where}\nif this is intended, rerun with --snapshot-update or --update-baselines")
-    return SnapshotVerdict(verdict, failure, {"vectorization": record})
+    if not failures:
+        return SnapshotVerdict(PASSED, "", {"vectorization": record}, gate=verdict)
+    failure = (f"{kind} vectorization regression: {model} on {target.name}\n"
+               + "\n".join(f"  {line}" for line in failures)
+               + f"\nsnapshot: {where}\nif this is intended, rerun with --snapshot-update or --update-baselines")
+    return SnapshotVerdict(FAILED, failure, {"vectorization": record}, gate=verdict)

@@ -9,15 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import Target
 from pytest_rvv.judge.applicable import RECORD_HINT, ApplicableBaselines
+from pytest_rvv.judge.baselines import Baseline
 from pytest_rvv.judge.gate import delta_text
+from pytest_rvv.judge.outcome import Verdict, failed, passed
 from pytest_rvv.judge.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, TIME_METRICS, Row, compare, table
 from pytest_rvv.measure.matching import match_dispatches, pair_name
-from pytest_rvv.measure.metrics import DIAGNOSTIC, MACHINE_BOUND, PORTABLE, SILICON, kind_of, metric_info, split
+from pytest_rvv.measure.metrics import (
+    DIAGNOSTIC,
+    EXECUTED_DISPATCH_INSTRUCTIONS,
+    MACHINE_BOUND,
+    PORTABLE,
+    SILICON,
+    kind_of,
+    metric_info,
+    split,
+)
 from pytest_rvv.measure.performance import PerfResult
 
 TIMES = frozenset(TIME_METRICS)
@@ -36,6 +46,8 @@ class PerfVerdict:
     portable_path: str = ""
     machine_path: str = ""
     upgrade: tuple[str, str] | None = None  # (recorded with, now) when the toolchain changed
+    portable_missing: bool = False  # portable metrics measured, no portable baseline recorded
+    strict: bool = False  # --rvv-strict-baselines: any difference, and a missing baseline, fails
 
     @property
     def rows(self) -> list[Row]:
@@ -56,6 +68,20 @@ class PerfVerdict:
             return []
         listed = ", ".join(f"{r.metric} {r.change()}" for r in better)
         return [f"{self.model} on {self.target}: {listed} (record: {RECORD_HINT} -k '{self.model}-{self.target}')"]
+
+    @property
+    def decision(self) -> Verdict:
+        """Pass, or fail with the table: on a regression; with ``strict`` on any difference or a missing portable
+        baseline. Records the rows, notes and improvements for the reports either way."""
+        records = {"perf_rows": [(r.metric, r.baseline, r.now, r.status) for r in self.rows],
+                   "notes": list(self.notes), "improvements": list(self.improvements)}
+        if self.portable_missing and self.strict:
+            return failed(f"no performance baseline {self.portable_path}: record one with --update-baselines",
+                          **records)
+        if self.regressed or (self.strict and self.differs):
+            what = "performance regression" if self.regressed else "differs from its baseline (strict)"
+            return failed(f"{what}: {self.model} on {self.target}\n{self.render()}", **records)
+        return passed(**records)
 
     def render(self) -> str:
         parts = [f"upgrade review: baseline recorded with {self.upgrade[0]}; now {self.upgrade[1]}"] \
@@ -95,7 +121,7 @@ def _same_work_is_not_slower(times: list[Row], portable: list[Row]) -> list[Row]
     (counted exactly under QEMU) leave only the machine to blame (measured here: one run's CPU
     time doubled on a shared 2-core VM with identical executed instructions).
     """
-    work = next((r for r in portable if r.metric == "executed_dispatch_instructions"), None)
+    work = next((r for r in portable if r.metric == EXECUTED_DISPATCH_INSTRUCTIONS), None)
     if work is None or work.baseline != work.now:
         return times
     return [replace(r, status=OK, note=f"same executed work ({int(work.now or 0)} instructions): the machine was "
@@ -107,9 +133,9 @@ UPGRADED = ("iree_compile", "llvm_mca")  # a new compiler or a new llvm-mca (its
 SHOWN_DISPATCHES = 5
 
 
-def _toolchain_change(baseline: Mapping[str, Any], result: PerfResult) -> tuple[str, str] | None:
+def _toolchain_change(baseline: Baseline, result: PerfResult) -> tuple[str, str] | None:
     """(recorded with, now) when the compiler or llvm-mca differs from the baseline's."""
-    before = baseline.get("toolchain") if isinstance(baseline.get("toolchain"), dict) else {}
+    before = baseline.toolchain
     changed = [k for k in UPGRADED if before.get(k) and result.toolchain.get(k)
                and before[k] != result.toolchain[k]]
     if not changed:
@@ -117,12 +143,12 @@ def _toolchain_change(baseline: Mapping[str, Any], result: PerfResult) -> tuple[
     return "; ".join(before[k] for k in changed), "; ".join(result.toolchain[k] for k in changed)
 
 
-def _silicon_by_dispatch(rows: list[Row], baseline: Mapping[str, Any], result: PerfResult) -> list[str]:
+def _silicon_by_dispatch(rows: list[Row], baseline: Baseline, result: PerfResult) -> list[str]:
     """For each silicon estimate that moved: the dispatches that moved it most (matched across renumbering)."""
     lines = []
     for row in rows:
         family, _, core = row.metric.partition("@")
-        before = (baseline.get("silicon") or {}).get(core)
+        before = (baseline.silicon or {}).get(core)
         now = result.silicon.get(core)
         if family != SILICON or row.status == OK or not before or not now:
             continue
@@ -142,13 +168,14 @@ def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, l
 
     With the toolchain unchanged, exact metrics gate exactly; when the portable baseline was
     recorded with another compiler, the run is an upgrade review (see upgrade_review) unless
-    ``strict``.
+    ``strict``. Its ``decision`` is the test's verdict.
     """
     parts = split(result.metrics, target)
     portable_now, bound_now = parts[PORTABLE], parts[MACHINE_BOUND]
     diagnostics = frozenset(m for m in portable_now if kind_of(m, target) == DIAGNOSTIC)
     verdict = PerfVerdict(result.model, result.target, has_portable=bool(portable_now),
-                          portable_path=str(applicable.portable_path), machine_path=str(applicable.machine_path))
+                          portable_path=str(applicable.portable_path), machine_path=str(applicable.machine_path),
+                          strict=strict)
     if applicable.portable is not None and portable_now:
         verdict.portable = compare(applicable.portable, portable_now, {}, limits, diagnostics)
         if upgrade := _toolchain_change(applicable.portable, result):
@@ -156,13 +183,14 @@ def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, l
             if not strict:
                 verdict.portable = upgrade_review(verdict.portable, added_work)
         verdict.notes += _silicon_by_dispatch(verdict.portable, applicable.portable, result)
-        unmeasured = sorted(m for m in applicable.portable.get("metrics", {})
+        unmeasured = sorted(m for m in applicable.portable.metrics
                             if m not in portable_now and kind_of(m, target) != DIAGNOSTIC)
         if unmeasured:  # never a silent hole in the gate: say which recorded metrics this run did not measure
             verdict.notes.append(f"not measured in this run, so not gated: {', '.join(unmeasured)} "
                                  f"({result.model} on {result.target}" + (f"; {'; '.join(result.notes)})"
                                                                           if result.notes else ")"))
     elif portable_now:
+        verdict.portable_missing = True
         verdict.notes.append(f"baseline needed: {applicable.portable_path} (record it with --update-baselines)")
     if applicable.machine is not None:
         verdict.machine_bound = _same_work_is_not_slower(

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from pytest_rvv.model.model import Tolerance
+from pytest_rvv.run.recorded import PLAIN
+from pytest_rvv.session import Cell
 
 WORST_SHOWN = 5
 
@@ -115,3 +118,29 @@ def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tole
         max_rel=float(rel.max()) if diff.size else 0.0,
         mismatches=int(bad.sum()), size=int(expected.size), worst=worst, step=step,
     )
+
+
+@dataclass(frozen=True)
+class CheckedRun:
+    """One run's outputs held against onnxruntime's: what ran, which run it was (said after "disagrees with
+    onnxruntime", e.g. " in the counted run") and the command that repeats it (None: not shown). judge/ decides."""
+
+    model: str
+    target: str
+    agreement: Agreement
+    run: str = ""
+    repro: str | None = None
+
+
+def measure_agreement(cell: Cell, workdir: Path) -> CheckedRun:
+    """Run the cell's module (an emulated target's plain run is recorded by content, shared with the performance
+    check) and hold its outputs against onnxruntime's."""
+    runner, oracle = cell.given()
+    recorded = cell.recorded(PLAIN, workdir)
+    if recorded is not None:
+        outputs, repro = recorded.outputs, recorded.repro
+    else:
+        outcome = runner.run(cell.artifact, oracle.inputs, workdir, len(oracle.outputs), cell.timeout_s)
+        outputs, repro = outcome.outputs, outcome.repro
+    return CheckedRun(cell.model.name, cell.target.name,
+                      compare(outputs, oracle.outputs, cell.model.tolerance, oracle.steps), repro=repro)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pytest_rvv.base.store import content_sha, digest, source_digest
 from pytest_rvv.measure import counts as counts_module
-from pytest_rvv.measure.agreement import compare
+from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.counts import ExecutedCounts, attribute, parse
 from pytest_rvv.measure.static import ukernels_by_dispatch, with_ukernels
 from pytest_rvv.run.recorded import COUNTED, ELEMENTS, LOADED, RecordedRun
@@ -27,6 +27,7 @@ class ExecutedMeasurement:
     attribution: dict[str, Any]
     run: RecordedRun  # the counted run (fresh, or looked up by content)
     ukernels: dict[str, list[str]] = field(default_factory=dict)  # dispatch -> microkernels inlined into it
+    checked: CheckedRun | None = None  # the counted run's outputs against onnxruntime's (judge/ refuses a wrong one)
 
     @property
     def per_dispatch(self) -> dict[str, int]:
@@ -42,7 +43,7 @@ class ExecutedMeasurement:
 def measure_executed(cell: Cell, workdir: Path, elements: bool = False) -> ExecutedMeasurement:
     """Run the cell's module once under QEMU with the counting plugin and attribute what executed.
 
-    The counted run's outputs must agree with onnxruntime: counts of a wrong result are refused.
+    The counted run's outputs are held against onnxruntime's (``checked``): judge/ refuses counts of a wrong result.
     """
     runner, oracle = cell.given()
     model, artifact = cell.model, cell.artifact
@@ -51,12 +52,10 @@ def measure_executed(cell: Cell, workdir: Path, elements: bool = False) -> Execu
     recorded = cell.recorded(ELEMENTS if elements else COUNTED, workdir)  # once per content
     assert recorded is not None and recorded.counts is not None
     agreement = compare(recorded.outputs, oracle.outputs, model.tolerance, oracle.steps)
-    assert agreement.ok, (  # counts of a wrong result are not recorded
-        f"{model.name} on {runner.target.name} disagrees with onnxruntime in the counted run\n{agreement.report()}"
-    )
+    checked = CheckedRun(model.name, runner.target.name, agreement, " in the counted run")
     counts = parse(recorded.counts.read_text(), recorded.counts)
     return ExecutedMeasurement(counts, attributed(cell, counts, recorded, artifact.executables, runner.target.arch),
-                               recorded, ukernels_by_dispatch(artifact))
+                               recorded, ukernels_by_dispatch(artifact), checked)
 
 
 def measure_one_time(cell: Cell, workdir: Path) -> ExecutedMeasurement:

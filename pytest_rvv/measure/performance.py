@@ -14,9 +14,28 @@ from elftools.elf.elffile import ELFFile
 from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.config.cores import Core
 from pytest_rvv.config.targets import HOST
-from pytest_rvv.measure.agreement import compare
+from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
-from pytest_rvv.measure.metrics import silicon_metric
+from pytest_rvv.measure.metrics import (
+    COMPILE_S,
+    CPU_S,
+    CPU_S_MEDIAN,
+    CPU_S_MIN,
+    DISPATCH_CODE_BYTES,
+    EXECUTED_DISPATCH_INSTRUCTIONS,
+    EXECUTED_DISPATCH_VECTOR,
+    EXECUTED_ONE_TIME_INSTRUCTIONS,
+    EXECUTED_PER_CALL_INSTRUCTIONS,
+    IREE_PEAK_BYTES,
+    MODULE_BYTES,
+    PEAK_RSS_KB,
+    STATIC_INSTRUCTIONS,
+    STATIC_VECTOR,
+    WALL_S,
+    WALL_S_MEDIAN,
+    WALL_S_MIN,
+    silicon_metric,
+)
 from pytest_rvv.measure.silicon import SiliconEstimate, estimate_once
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.run.bundle_results import ResultsRunner
@@ -26,9 +45,31 @@ from pytest_rvv.session import Cell
 _STATISTICS = re.compile(r"(HOST_LOCAL|DEVICE_LOCAL):\s+(\d+)B peak")
 
 
+@dataclass(frozen=True)
+class CalibrationPoint:
+    """A run on silicon beside the estimate for its core: estimated and measured seconds, estimate / measured."""
+
+    core: str
+    estimated_s: float
+    measured_s: float
+    ratio: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"core": self.core, "estimated_s": self.estimated_s, "measured_s": self.measured_s, "ratio": self.ratio}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CalibrationPoint:
+        return cls(data["core"], data["estimated_s"], data["measured_s"], data["ratio"])
+
+
 @dataclass
 class PerfResult:
-    """Metrics (compared against baselines), raw time samples, and notes on what was not measured."""
+    """Metrics (compared against baselines), raw time samples, and notes on what was not measured.
+
+    ``to_json`` / ``from_json`` are its one (de)serialiser: the record a test leaves for the reports (it crosses
+    xdist), ``performance.json`` and what ``results.json`` is made from. ``notes``, ``executed`` and ``disagreement``
+    stay with the test.
+    """
 
     model: str
     target: str
@@ -36,39 +77,53 @@ class PerfResult:
     metrics: dict[str, float] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    executed: dict[str, Any] | None = None  # executed counts per dispatch (emulated targets), not in as_json
+    executed: dict[str, Any] | None = None  # executed counts per dispatch (emulated targets), not in to_json
     silicon: dict[str, dict[str, int]] = field(default_factory=dict)  # core -> estimated cycles per dispatch
     watched: dict[str, dict[str, int]] = field(default_factory=dict)  # dispatch -> vsetvl/vrgather executed
     one_time: dict[str, int] = field(default_factory=dict)  # dispatch -> instructions it executes at module load
     silicon_one_time: dict[str, int] = field(default_factory=dict)  # core -> estimated cycles of the module load
 
     board: dict[str, Any] | None = None  # the board (as a machine) the run-side metrics come from
-    calibration: dict[str, Any] | None = None  # that machine's core: its estimate beside the measured time
+    calibration: CalibrationPoint | None = None  # that machine's core: its estimate beside the measured time
+    # a run whose outputs disagree with onnxruntime (its numbers are not taken; judge/ refuses it), not in to_json
+    disagreement: CheckedRun | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         record = {"model": self.model, "target": self.target, "toolchain": self.toolchain, "metrics": self.metrics,
                   "samples": self.samples}
         return (record | ({"silicon": self.silicon} if self.silicon else {})
                 | ({"board": self.board} if self.board else {}) | ({"watched": self.watched} if self.watched else {})
                 | ({"one_time": self.one_time, "silicon_one_time": self.silicon_one_time} if self.one_time else {})
-                | ({"calibration": self.calibration} if self.calibration else {}))
+                | ({"calibration": self.calibration.to_json()} if self.calibration else {}))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PerfResult:
+        """The result ``to_json`` wrote (fields it leaves out when empty come back empty)."""
+        calibration = data.get("calibration")
+        return cls(data["model"], data["target"], data["toolchain"], data["metrics"], data["samples"],
+                   silicon=data.get("silicon", {}), watched=data.get("watched", {}), one_time=data.get("one_time", {}),
+                   silicon_one_time=data.get("silicon_one_time", {}), board=data.get("board"),
+                   calibration=CalibrationPoint.from_json(calibration) if calibration else None)
+
+    @property
+    def board_name(self) -> str | None:
+        """The board the run-side metrics come from; None for this machine's runs."""
+        return self.board.get("name") if self.board else None
+
+    def per_call_cycles(self, core: str) -> float | None:
+        """Estimated cycles of one call on ``core``: the run's, less what loading the module does once."""
+        total = self.metrics.get(silicon_metric(core))
+        return None if total is None else total - self.silicon_one_time.get(core, 0)
 
 
-def per_call_cycles(record: dict[str, Any], core: str) -> float | None:
-    """Estimated cycles of one call on ``core`` from a record (``PerfResult.as_json``): the run's, less what loading
-    the module does once."""
-    total = record.get("metrics", {}).get(silicon_metric(core))
-    return None if total is None else total - record.get("silicon_one_time", {}).get(core, 0)
-
-
-def calibration_point(result: PerfResult, core: Core, estimated_cycles: float | None) -> dict[str, Any] | None:
+def calibration_point(result: PerfResult, core: Core, estimated_cycles: float | None) -> CalibrationPoint | None:
     """A run on silicon beside the estimate for its core: estimated and measured seconds (the fastest run) and
     estimate / measured, or None without both."""
-    measured = result.metrics.get("wall_s_min")
+    measured = result.metrics.get(WALL_S_MIN)
     if not estimated_cycles or not measured or not core.ghz:
         return None
     estimated = estimated_cycles / (core.ghz * 1e9)
-    return {"core": core.name, "estimated_s": estimated, "measured_s": measured, "ratio": estimated / measured}
+    return CalibrationPoint(core.name, estimated, measured, estimated / measured)
 
 
 def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:
@@ -87,18 +142,19 @@ def compile_side(cell: Cell) -> PerfResult:
                  "runtime": runner.runtime.identity if runner else "none",
                  "qemu": f"{runner.qemu.path.name} {runner.qemu.version_text}" if runner and runner.qemu else "none"}
     result = PerfResult(model.name, target.name, toolchain)
-    result.metrics.update(compile_s=round(artifact.compile_s, 3), module_bytes=artifact.size_bytes,
-                          dispatch_code_bytes=dispatch_code_bytes(artifact.executables))
+    result.metrics.update({COMPILE_S: round(artifact.compile_s, 3), MODULE_BYTES: artifact.size_bytes,
+                           DISPATCH_CODE_BYTES: dispatch_code_bytes(artifact.executables)})
     if target.arch != HOST:
         total = analyze(artifact, cell.store, cell.stages).total
-        result.metrics.update(static_instructions=total.instructions, static_vector=total.vector)
+        result.metrics.update({STATIC_INSTRUCTIONS: total.instructions, STATIC_VECTOR: total.vector})
     return result
 
 
 class TimedRuns:
     """Timed runs of one model on one runner, taken one at a time (so two toolchains can interleave).
 
-    Every timed run's outputs must agree with onnxruntime: numbers of a wrong result are refused.
+    Every timed run's outputs are held against onnxruntime's: after the first that disagrees (``disagreement``) no run
+    is taken or counted, and judge/ refuses the numbers.
     """
 
     def __init__(self, cell: Cell, work: Path) -> None:
@@ -110,8 +166,11 @@ class TimedRuns:
         self.rss: list[int] = []
         self.peaks: dict[str, str] = {}
         self.measured: dict[str, list[float]] = {}
+        self.disagreement: CheckedRun | None = None
 
     def once(self) -> None:
+        if self.disagreement is not None:
+            return
         oracle = self.oracle
         rss_file = self.work / f"rss_{len(self.walls)}.txt"
         with self.cell.stages.time("emulate (timed)"):
@@ -124,13 +183,13 @@ class TimedRuns:
 
     def take(self, outputs: list, wall_s: float, cpu_s: float, rss_kb: int | None, output: str, repro: str,
              measured: dict[str, float] | None = None) -> None:
-        """Count one run (fresh, or the recorded plain run) once its outputs agree with onnxruntime."""
+        """Count one run (fresh, or the recorded plain run) when its outputs agree with onnxruntime."""
         oracle, model = self.oracle, self.cell.model
         agreement = compare(outputs, oracle.outputs, model.tolerance, oracle.steps)
-        assert agreement.ok, (  # every timed run must be right: numbers of a wrong result are refused
-            f"{model.name} on {self.runner.target.name} disagrees with onnxruntime "
-            f"({self.cell.toolchain.compiler_version})\n{agreement.report()}\nrepro: {repro}"
-        )
+        if self.disagreement is not None or not agreement.ok:  # numbers of a wrong result are not taken
+            self.disagreement = self.disagreement or CheckedRun(
+                model.name, self.runner.target.name, agreement, f" ({self.cell.toolchain.compiler_version})", repro)
+            return
         self.walls.append(round(wall_s, 4))
         self.cpus.append(round(cpu_s, 4))
         if rss_kb is not None:
@@ -140,36 +199,44 @@ class TimedRuns:
         self.peaks = dict(_STATISTICS.findall(output))
 
     def into(self, result: PerfResult) -> None:
-        """Add the run-side metrics of the runs so far, and the executed counts (emulated targets)."""
+        """Add the run-side metrics of the runs so far, and the executed counts (emulated targets); only the
+        disagreement when a run disagreed."""
+        if self.disagreement is not None:
+            result.disagreement = self.disagreement
+            return
         walls, cpus = self.walls, self.cpus
-        result.samples.update(wall_s=walls, cpu_s=cpus)
-        result.metrics.update(wall_s_min=min(walls), wall_s_median=statistics.median(walls),
-                              cpu_s_min=min(cpus), cpu_s_median=statistics.median(cpus))
+        result.samples.update({WALL_S: walls, CPU_S: cpus})
+        result.metrics.update({WALL_S_MIN: min(walls), WALL_S_MEDIAN: statistics.median(walls),
+                               CPU_S_MIN: min(cpus), CPU_S_MEDIAN: statistics.median(cpus)})
         if self.rss:
-            result.metrics["peak_rss_kb"] = max(self.rss)
+            result.metrics[PEAK_RSS_KB] = max(self.rss)
         for name, values in self.measured.items():
-            result.metrics[name] = max(values) if name.endswith("peak_rss_kb") else min(values)
+            result.metrics[name] = max(values) if name.endswith(PEAK_RSS_KB) else min(values)
         if self.peaks:
-            result.metrics["iree_peak_bytes"] = sum(int(v) for v in self.peaks.values())
+            result.metrics[IREE_PEAK_BYTES] = sum(int(v) for v in self.peaks.values())
         if self.runner.qemu is not None:
             add_executed(self.cell, result)
 
 
 def add_executed(cell: Cell, result: PerfResult) -> None:
-    """Executed counts (the counted run, recorded by content) and the silicon estimates made from them."""
+    """Executed counts (the counted run, recorded by content) and the silicon estimates made from them; only the
+    disagreement when the counted run disagreed with onnxruntime."""
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-executed-") as tmp:
         try:
             executed = measure_executed(cell, Path(tmp))
         except ToolMissing as exc:
             result.notes.append(f"no executed counts: {exc}")
             return
+        if executed.checked is not None and not executed.checked.agreement.ok:
+            result.disagreement = executed.checked
+            return
         loaded = measure_one_time(cell, Path(tmp) / "load")
     one_time = loaded.per_dispatch
     totals = executed.attribution["dispatch_totals"]
-    result.metrics.update(executed_dispatch_instructions=totals["instructions"],
-                          executed_dispatch_vector=totals["vector"],
-                          executed_one_time_instructions=sum(one_time.values()),
-                          executed_per_call_instructions=totals["instructions"] - sum(one_time.values()))
+    result.metrics.update({EXECUTED_DISPATCH_INSTRUCTIONS: totals["instructions"],
+                           EXECUTED_DISPATCH_VECTOR: totals["vector"],
+                           EXECUTED_ONE_TIME_INSTRUCTIONS: sum(one_time.values()),
+                           EXECUTED_PER_CALL_INSTRUCTIONS: totals["instructions"] - sum(one_time.values())})
     result.one_time = one_time
     result.executed = executed.snapshot(cell.model.name, cell.target.name)
     result.watched = executed.attribution.get("watched", {})

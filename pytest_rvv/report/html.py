@@ -27,6 +27,7 @@ from pytest_rvv.comparison.kernels import kernel_changes_table
 from pytest_rvv.comparison.report import added_by_dispatch, added_work, comparison_status, ranked
 from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.judge.baselines import PERF_BASELINES
+from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
 from pytest_rvv.report.estimator import estimator_table
@@ -258,13 +259,13 @@ def _llvm_mca() -> str:
     return mca_version(find_mca())
 
 
-def dispatch_table(vectorization: dict[tuple[str, str, str], dict[str, Any]], perf: dict[str, Any] | None,
+def dispatch_table(vectorization: dict[tuple[str, str, str], dict[str, Any]], perf: PerfResult | None,
                    model: str, target: str, lanes: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Per dispatch: static and executed counts, executed vector share, lane occupancy and estimated
     cycles (most work first). Occupancy exists only for an RVV target's run with elements counted."""
     static = (vectorization.get((model, target, "static")) or {}).get("dispatches") or {}
     executed = (vectorization.get((model, target, "executed")) or {}).get("dispatches") or {}
-    silicon = (perf or {}).get("silicon") or {}
+    silicon = perf.silicon if perf is not None else {}
     occupancy = (lanes or {}).get("dispatches") or {}
     rows = []
     for key in sorted(set(static) | set(executed)):
@@ -288,7 +289,7 @@ def _png(plt: Any, fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def plots(perf: dict[tuple[str, str], dict[str, Any]], vectorization: dict[tuple[str, str, str], dict[str, Any]],
+def plots(perf: dict[tuple[str, str], PerfResult], vectorization: dict[tuple[str, str, str], dict[str, Any]],
           lanes_by_cell: dict[tuple[str, str], dict[str, Any]] | None = None,
           pairs: list[tuple[str, str]] | None = None,
           kernel_entries: list[dict[str, Any]] | None = None,
@@ -307,7 +308,7 @@ def plots(perf: dict[tuple[str, str], dict[str, Any]], vectorization: dict[tuple
     if any(t.startswith("rv64gcv") for _, t in perf):
         out.append(("Emulated speedup vs rv64gc (QEMU time: inverts the truth, see the estimates)",
                     _png(plt, speedup_figure(plt, perf))))
-    if any(m.startswith("est_cycles@") for r in perf.values() for m in r["metrics"]):
+    if any(m.startswith("est_cycles@") for r in perf.values() for m in r.metrics):
         out.append(("Emulated time vs estimated silicon time, per model x target",
                     _png(plt, silicon_figure(plt, perf))))
     if pairs and microkernel_table(perf, pairs):

@@ -13,12 +13,16 @@ from typing import Any
 
 from pytest_rvv.config.kernels import CORE, KernelCell
 from pytest_rvv.config.paths import DEFAULT, PATHS
-from pytest_rvv.measure.metrics import silicon_metric
-from pytest_rvv.measure.performance import per_call_cycles
-
-EXECUTED = "executed_dispatch_instructions"
-PER_CALL = "executed_per_call_instructions"
-ONE_TIME = "executed_one_time_instructions"
+from pytest_rvv.measure.metrics import (
+    EXECUTED_DISPATCH_INSTRUCTIONS,
+    EXECUTED_DISPATCH_VECTOR,
+    EXECUTED_ONE_TIME_INSTRUCTIONS,
+    EXECUTED_PER_CALL_INSTRUCTIONS,
+    IREE_PEAK_BYTES,
+    ratio,
+    silicon_metric,
+)
+from pytest_rvv.measure.performance import PerfResult
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,10 @@ PUBLISHED = (
 )
 
 
-def _index(cells: Sequence[KernelCell], perf: dict[tuple[str, str], dict[str, Any]]
-           ) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+def _index(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResult]
+           ) -> dict[tuple[str, str], dict[str, PerfResult]]:
     """(row, shape) -> path -> the cell's performance record, for the cells that have one."""
-    found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    found: dict[tuple[str, str], dict[str, PerfResult]] = {}
     for c in cells:
         record = perf.get((c.model.name, c.target.name))
         if record is not None:
@@ -61,25 +65,21 @@ def _index(cells: Sequence[KernelCell], perf: dict[tuple[str, str], dict[str, An
     return found
 
 
-def _value(record: dict[str, Any] | None, metric: str) -> float | None:
+def _value(record: PerfResult | None, metric: str) -> float | None:
     """A per-call value: estimated cycles less the module load's, executed instructions of the call alone."""
     if record is None:
         return None
-    metrics = record.get("metrics", {})
-    if metric == EXECUTED:
-        return metrics.get(PER_CALL, metrics.get(EXECUTED))
-    return per_call_cycles(record, metric.partition("@")[2])
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
+    metrics = record.metrics
+    if metric == EXECUTED_DISPATCH_INSTRUCTIONS:
+        return metrics.get(EXECUTED_PER_CALL_INSTRUCTIONS, metrics.get(EXECUTED_DISPATCH_INSTRUCTIONS))
+    return record.per_call_cycles(metric.partition("@")[2])
 
 
 def _x(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.2f}x"
 
 
-def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResult]) -> list[dict[str, Any]]:
     """One entry per row x shape: each path's estimated cycles and executed instructions per call, vector share,
     vsetvl* and vrgather executed, its ratio to the default path, and inner-tiled / mmt4d (results.json's
     ``kernels``); beside them what the module load does once (packing constant weights) and IREE's peak allocation."""
@@ -89,25 +89,26 @@ def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], dict[str,
         entry: dict[str, Any] = {"row": row, "shape": shape, "core": CORE, "paths": {}}
         base = paths.get(DEFAULT)
         for path, record in paths.items():
-            metrics = record.get("metrics", {})
-            watched = record.get("watched", {})
-            executed = _value(record, EXECUTED)
-            total = metrics.get(EXECUTED)
+            metrics, watched = record.metrics, record.watched
+            executed = _value(record, EXECUTED_DISPATCH_INSTRUCTIONS)
+            total = metrics.get(EXECUTED_DISPATCH_INSTRUCTIONS)
             entry["paths"][path] = {
-                "target": record["target"], "est_cycles": _value(record, est), "executed": executed,
-                "one_time_est_cycles": record.get("silicon_one_time", {}).get(CORE, 0),
-                "one_time_executed": metrics.get(ONE_TIME, 0), "iree_peak_bytes": metrics.get("iree_peak_bytes"),
-                "vector_percent": round(100 * metrics.get("executed_dispatch_vector", 0) / total, 1)
+                "target": record.target, "est_cycles": _value(record, est), "executed": executed,
+                "one_time_est_cycles": record.silicon_one_time.get(CORE, 0),
+                "one_time_executed": metrics.get(EXECUTED_ONE_TIME_INSTRUCTIONS, 0),
+                "iree_peak_bytes": metrics.get(IREE_PEAK_BYTES),
+                "vector_percent": round(100 * metrics.get(EXECUTED_DISPATCH_VECTOR, 0) / total, 1)
                 if total else None,
                 "vsetvl": sum(d.get("vsetvl", 0) for d in watched.values()),
                 "vrgather": sum(d.get("vrgather", 0) for d in watched.values()),
                 "workgroups": max((d.get("calls", 0) for k, d in watched.items() if "matmul" in k), default=None),
-                "est_vs_default": _ratio(_value(record, est), _value(base, est)),
-                "executed_vs_default": _ratio(executed, _value(base, EXECUTED)),
+                "est_vs_default": ratio(_value(record, est), _value(base, est)),
+                "executed_vs_default": ratio(executed, _value(base, EXECUTED_DISPATCH_INSTRUCTIONS)),
             }
         inner, mmt4d = paths.get("inner-tiled"), paths.get("mmt4d")
-        entry["inner_over_mmt4d"] = {"est_cycles": _ratio(_value(inner, est), _value(mmt4d, est)),
-                                     "executed": _ratio(_value(inner, EXECUTED), _value(mmt4d, EXECUTED))}
+        entry["inner_over_mmt4d"] = {"est_cycles": ratio(_value(inner, est), _value(mmt4d, est)),
+                                     "executed": ratio(_value(inner, EXECUTED_DISPATCH_INSTRUCTIONS),
+                                                       _value(mmt4d, EXECUTED_DISPATCH_INSTRUCTIONS))}
         entries.append(entry)
     order = {name: i for i, name in enumerate(dict.fromkeys(c.row for c in cells))}
     shapes = {name: i for i, name in enumerate(dict.fromkeys(c.shape.name for c in cells))}
@@ -146,7 +147,7 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if entry is None:
             continue
         a, b = (entry["paths"].get(path, {}).get("est_cycles") for path in p.over)
-        estimate = _ratio(a, b)
+        estimate = ratio(a, b)
         workgroups = [entry["paths"].get(path, {}).get("workgroups") for path in p.over]
         middle = (p.low + p.high) / 2
         rows.append({"row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,

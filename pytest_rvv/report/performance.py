@@ -20,65 +20,71 @@ from pytest_rvv.config.cores import CORES, Core
 from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.judge.baselines import write_baselines
 from pytest_rvv.judge.policy import tolerances
-from pytest_rvv.measure.metrics import SILICON, silicon_metric, split
-from pytest_rvv.measure.performance import per_call_cycles
+from pytest_rvv.measure.metrics import SILICON, WALL_S_MIN, silicon_metric, split
+from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
 from pytest_rvv.report.estimator import estimator_summary, estimator_table
 from pytest_rvv.session import RvvSession
 
 
-def _board(record: dict[str, Any]) -> str | None:
-    return (record.get("board") or {}).get("name")
+def _board(record: PerfResult | None) -> str | None:
+    return record.board_name if record is not None else None
 
 
-def _speedup(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: str) -> str:
+def _metric(rows: dict[tuple[str, str], PerfResult], model: str, target: str, metric: str) -> float | None:
+    """One metric of one model x target; None when it was not measured."""
+    record = rows.get((model, target))
+    return record.metrics.get(metric) if record is not None else None
+
+
+def _speedup(rows: dict[tuple[str, str], PerfResult], model: str, target: str) -> str:
     """Speedup over rv64gc measured the same way (both emulated, or both on the same board), riscv64 only."""
-    record = rows.get((model, target), {})
+    record = rows.get((model, target))
     base_record = next((r for (m, t), r in rows.items() if m == model and _board(r) == _board(record)
-                        and (t == "rv64gc" or t.endswith("-rv64gc") or r.get("scalar_of") == target)), None)
+                        and (t == "rv64gc" or t.endswith("-rv64gc"))), None)
     if not (target.startswith("rv64") or _board(record)) or base_record is None:
         return "-"
-    base = base_record.get("metrics", {}).get("wall_s_min")
-    now = record.get("metrics", {}).get("wall_s_min")
+    base = base_record.metrics.get(WALL_S_MIN)
+    now = _metric(rows, model, target, WALL_S_MIN)
     return f"{base / now:.2f}x" if base and now else "-"
 
 
-def _cores(rows: dict[tuple[str, str], dict[str, Any]]) -> list[Core]:
+def _cores(rows: dict[tuple[str, str], PerfResult]) -> list[Core]:
     """The silicon cores estimated in these rows, in the order of the core table."""
-    names = {m.partition("@")[2] for r in rows.values() for m in r["metrics"] if m.startswith(f"{SILICON}@")}
+    names = {m.partition("@")[2] for r in rows.values() for m in r.metrics if m.startswith(f"{SILICON}@")}
     order = list(CORES)
     return [CORES[n] if n in CORES else Core(n, 0, n)
             for n in sorted(names, key=lambda n: (order.index(n) if n in CORES else len(order), n))]
 
 
-def _estimate(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: str, core: Core) -> float | None:
+def _estimate(rows: dict[tuple[str, str], PerfResult], model: str, target: str, core: Core) -> float | None:
     """Estimated time on ``core`` in ms (cycles / clock), or millions of cycles when the core has no clock."""
-    cycles = rows.get((model, target), {}).get("metrics", {}).get(silicon_metric(core.name))
+    cycles = _metric(rows, model, target, silicon_metric(core.name))
     if cycles is None:
         return None
     return cycles / (core.ghz * 1e6) if core.ghz else cycles / 1e6
 
 
-def _silicon_speedup(rows: dict[tuple[str, str], dict[str, Any]], model: str, target: str, core: Core) -> str:
+def _silicon_speedup(rows: dict[tuple[str, str], PerfResult], model: str, target: str, core: Core) -> str:
     """Estimated speedup of ``target``'s code over rv64gc's on the same core."""
     base, now = _estimate(rows, model, "rv64gc", core), _estimate(rows, model, target, core)
     return f"{base / now:.2f}x" if base and now and target != "rv64gc" else "-"
 
 
-def table_one(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+def table_one(rows: dict[tuple[str, str], PerfResult]) -> list[str]:
     cores = _cores(rows)
     header = ["Model", "Target", "Time (min s)", "Mem (peak RSS MB)", "static vector instr",
               "executed vector %", "speedup vs rv64gc"]
     for core in cores:
         unit = "ms" if core.ghz else "Mcycles"
         header += [f"est. {core.label} {unit}", f"est. speedup vs rv64gc on {core.label}"]
-    calibrated = any(r.get("calibration") for r in rows.values())
+    calibrated = any(r.calibration for r in rows.values())
     if calibrated:
         header.append("est. / measured on that machine's core")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for (model, target), record in sorted(rows.items()):
-        m = record["metrics"]
+        m = record.metrics
         time = f"{m['wall_s_min']:.3f}" if "wall_s_min" in m else "-"
         mem = f"{m['peak_rss_kb'] / 1024:.1f}" if "peak_rss_kb" in m else "-"
         static = str(m["static_vector"]) if "static_vector" in m else "-"
@@ -92,9 +98,9 @@ def table_one(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
             estimate = _estimate(rows, model, target, core)
             cells += [f"{estimate:.2f}" if estimate is not None else "-", _silicon_speedup(rows, model, target, core)]
         if calibrated:
-            point = record.get("calibration")
-            cells.append(f"{point['ratio']:.2f}x ({CORES[point['core']].label}: {1e3 * point['estimated_s']:.2f} / "
-                         f"{1e3 * point['measured_s']:.2f} ms)" if point else "-")
+            point = record.calibration
+            cells.append(f"{point.ratio:.2f}x ({CORES[point.core].label}: {1e3 * point.estimated_s:.2f} / "
+                         f"{1e3 * point.measured_s:.2f} ms)" if point else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -115,25 +121,25 @@ def _static_share(metrics: dict[str, Any]) -> float | None:
     return 100 * metrics.get("static_vector", 0) / metrics["static_instructions"]
 
 
-def microkernel_table(rows: dict[tuple[str, str], dict[str, Any]], pairs: list[tuple[str, str]]) -> list[str]:
+def microkernel_table(rows: dict[tuple[str, str], PerfResult], pairs: list[tuple[str, str]]) -> list[str]:
     """Default path vs data-tiled microkernel path per model x pair: each metric both ways and the ratio
     (microkernel / default; below 1 is less)."""
     cores = _cores(rows)
     header = ["Model", "default -> microkernel"]
     for column, _, _ in MICROKERNEL_METRICS:
         header += [column, "ratio"]
-    estimated = [c for c in cores if any(silicon_metric(c.name) in rows.get((m, t), {}).get("metrics", {})
+    estimated = [c for c in cores if any(silicon_metric(c.name) in rows[(m, t)].metrics
                                          for (m, t) in rows for pair in pairs if t == pair[1])]
     for core in estimated:
         header += [f"est. {core.label} Mcycles per call", "ratio"]
     lines = []
     for default, tiled in pairs:
         for model in sorted({m for m, t in rows if t == tiled and (m, default) in rows}):
-            a, b = rows[(model, default)]["metrics"], rows[(model, tiled)]["metrics"]
+            a, b = rows[(model, default)].metrics, rows[(model, tiled)].metrics
             cells = [model, f"{default} -> {tiled}"]
             values = [((a.get(metric), b.get(metric)) if metric else (_static_share(a), _static_share(b)), scale)
                       for _, metric, scale in MICROKERNEL_METRICS]
-            values += [(tuple(per_call_cycles(rows[(model, t)], c.name) for t in (default, tiled)), 1e6)
+            values += [(tuple(rows[(model, t)].per_call_cycles(c.name) for t in (default, tiled)), 1e6)
                        for c in estimated]
             for (before, after), scale in values:
                 shown = [("-" if v is None else f"{v / scale:.2f}" if scale else f"{v:.1f}") for v in (before, after)]
@@ -145,14 +151,14 @@ def microkernel_table(rows: dict[tuple[str, str], dict[str, Any]], pairs: list[t
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *lines]
 
 
-def microkernel_figure(plt: Any, rows: dict[tuple[str, str], dict[str, Any]], pairs: list[tuple[str, str]]) -> Any:
+def microkernel_figure(plt: Any, rows: dict[tuple[str, str], PerfResult], pairs: list[tuple[str, str]]) -> Any:
     """Microkernel path / default path, per model: executed instructions and estimated cycles (below 1: less)."""
     series: dict[str, dict[str, float]] = {}
     for default, tiled in pairs:
         for (model, target), record in rows.items():
             if target != tiled or (model, default) not in rows:
                 continue
-            a, b = rows[(model, default)]["metrics"], record["metrics"]
+            a, b = rows[(model, default)].metrics, record.metrics
             names = ["executed_per_call_instructions", *sorted(m for m in b if m.startswith(f"{SILICON}@"))]
             for name in names:
                 if a.get(name) and b.get(name) is not None:
@@ -170,11 +176,11 @@ def microkernel_figure(plt: Any, rows: dict[tuple[str, str], dict[str, Any]], pa
     return fig
 
 
-def hot_dispatches(rows: dict[tuple[str, str], dict[str, Any]], shown: int = 3) -> list[str]:
+def hot_dispatches(rows: dict[tuple[str, str], PerfResult], shown: int = 3) -> list[str]:
     """Where the silicon would spend its time: the top dispatches by estimated cycles, per model x target x core."""
     lines = []
     for (model, target), record in sorted(rows.items()):
-        for core, dispatches in sorted(record.get("silicon", {}).items()):
+        for core, dispatches in sorted(record.silicon.items()):
             total = sum(dispatches.values())
             if not total:
                 continue
@@ -199,7 +205,7 @@ def kernel_lines(entries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]],
+def write_report(directory: Path, rows: dict[tuple[str, str], PerfResult],
                  pairs: Sequence[tuple[str, str]] = (), entries: list[dict[str, Any]] | None = None,
                  estimator: list[dict[str, Any]] | None = None) -> list[Path]:
     """JSON, Markdown and PNG plots (matplotlib, Agg backend) of the collected results; ``pairs`` are the
@@ -211,7 +217,7 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]],
 
     directory.mkdir(parents=True, exist_ok=True)
     written = [directory / "performance.json", directory / "performance.md"]
-    atomic_write_bytes(written[0], json.dumps([rows[k] for k in sorted(rows)], indent=1).encode())
+    atomic_write_bytes(written[0], json.dumps([rows[k].to_json() for k in sorted(rows)], indent=1).encode())
     markdown = ["# pytest-rvv performance", "", *table_one(rows)]
     if micro := microkernel_table(rows, list(pairs)):
         markdown += ["", "## Default path vs data-tiled microkernel path", "", *micro, "",
@@ -234,7 +240,7 @@ def write_report(directory: Path, rows: dict[tuple[str, str], dict[str, Any]],
         fig, ax = plt.subplots(figsize=(max(6, len(models) * 0.9), 4))
         width = 0.8 / max(len(targets), 1)
         for i, target in enumerate(targets):
-            values = [rows.get((m, target), {}).get("metrics", {}).get(metric, 0) for m in models]
+            values = [_metric(rows, m, target, metric) or 0 for m in models]
             ax.bar([x + i * width for x in range(len(models))], values, width, label=target)
         ax.set_xticks([x + width * (len(targets) - 1) / 2 for x in range(len(models))], models, rotation=30,
                       ha="right")
@@ -260,12 +266,12 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
     return path
 
 
-def silicon_figure(plt: Any, rows: dict[tuple[str, str], dict[str, Any]]) -> Any:
+def silicon_figure(plt: Any, rows: dict[tuple[str, str], PerfResult]) -> Any:
     """Emulated time vs estimated silicon time per model x target (log-log): emulation inverts the truth."""
     fig, ax = plt.subplots(figsize=(7, 5))
     for core in _cores(rows):
-        points = [(r["metrics"]["wall_s_min"], _estimate(rows, m, t, core), t) for (m, t), r in sorted(rows.items())
-                  if "wall_s_min" in r["metrics"] and _estimate(rows, m, t, core)]
+        points = [(r.metrics[WALL_S_MIN], _estimate(rows, m, t, core), t) for (m, t), r in sorted(rows.items())
+                  if WALL_S_MIN in r.metrics and _estimate(rows, m, t, core)]
         for target in sorted({p[2] for p in points}):
             xs = [x for x, _, t in points if t == target]
             ys = [y for _, y, t in points if t == target]
@@ -279,7 +285,7 @@ def silicon_figure(plt: Any, rows: dict[tuple[str, str], dict[str, Any]]) -> Any
     return fig
 
 
-def speedup_figure(plt: Any, rows: dict[tuple[str, str], dict[str, Any]]) -> Any:
+def speedup_figure(plt: Any, rows: dict[tuple[str, str], PerfResult]) -> Any:
     """Speedup of each RVV target over rv64gc (min wall time), like the study's figure."""
     models = sorted({m for m, _ in rows})
     vector_targets = sorted({t for _, t in rows if t.startswith("rv64gcv")})
@@ -289,8 +295,8 @@ def speedup_figure(plt: Any, rows: dict[tuple[str, str], dict[str, Any]]) -> Any
     for i, target in enumerate(vector_targets):
         values = []
         for model in models:
-            base = rows.get((model, "rv64gc"), {}).get("metrics", {}).get("wall_s_min")
-            now = rows.get((model, target), {}).get("metrics", {}).get("wall_s_min")
+            base = _metric(rows, model, "rv64gc", WALL_S_MIN)
+            now = _metric(rows, model, target, WALL_S_MIN)
             values.append(base / now if base and now else 0.0)
         plotted |= any(values)
         ax.bar([x + i * width for x in range(len(models))], values, width, label=target)
@@ -312,7 +318,7 @@ class PerformanceCollector:
         self.config = config
         self.baselines = baselines
         self.session = session
-        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
+        self.rows: dict[tuple[str, str], PerfResult] = {}
         self.lines: list[str] = []
         self.notes: dict[str, list[str]] = {}  # the same note on many tests is shown once, with a count
         self.improvements: list[str] = []
@@ -334,8 +340,8 @@ class PerformanceCollector:
         if report.when == "call":
             record = Record.of(report)
             if record.performance is not None:  # recorded only after the model agreed with onnxruntime
-                value = record.performance
-                self.rows[(value["model"], value["target"])] = value
+                value = PerfResult.from_json(record.performance)
+                self.rows[(value.model, value.target)] = value
             for note in record.notes:
                 self.notes.setdefault(_generic(note), []).append(note)
             self.improvements += record.improvements

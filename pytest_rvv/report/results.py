@@ -31,13 +31,14 @@ from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.config.settings import SUMMARY_ENV, environment
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
+from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.report.kernels import calibration
 
 SCHEMA = "pytest-rvv-results/1"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with any JSON Schema 2020-12 validator
 
 
-def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[str, str], dict[str, Any]],
+def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[str, str], PerfResult],
             rows: dict[tuple[str, str], list[Any]], targets: dict[str, Target],
             lanes: dict[tuple[str, str], dict[str, Any]] | None = None,
             kernels: list[dict[str, Any]] | None = None,
@@ -50,14 +51,14 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
     metrics = []
     for (model, target), record in sorted(perf.items()):
         verdicts = {metric: (baseline, status) for metric, baseline, _, status in rows.get((model, target), [])}
-        machine = (record.get("board") or {}).get("name") or run["machine"]["name"]
-        for metric, value in sorted(record["metrics"].items()):
+        machine = record.board_name or run["machine"]["name"]
+        for metric, value in sorted(record.metrics.items()):
             info = metric_info(metric)
             baseline, status = verdicts.get(metric, (None, None))
             metrics.append({"model": model, "target": target, "metric": metric, "value": value,
                             "unit": info.unit if info else "", "kind": kind_of(metric, targets.get(
                                 target, BUILTIN_TARGETS["rv64gc"])), "verdict": status, "baseline": baseline,
-                            "machine": machine, "toolchain": record.get("toolchain", {})})
+                            "machine": machine, "toolchain": record.toolchain})
     info = METRICS[LANE_OCCUPANCY]
     for (model, target), record in sorted((lanes or {}).items()):
         metrics.append({"model": model, "target": target, "metric": LANE_OCCUPANCY,
@@ -65,9 +66,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
                         "verdict": None, "baseline": None, "machine": run["machine"]["name"],
                         "toolchain": record["toolchain"]})
     document = {"schema": SCHEMA, "run": run, "tests": tests, "metrics": metrics}
-    silicon = [{"model": model, "target": target, "machine": (record.get("board") or {}).get("name"),
-                **record["calibration"]}
-               for (model, target), record in sorted(perf.items()) if record.get("calibration")]
+    silicon = [{"model": model, "target": target, "machine": record.board_name, **record.calibration.to_json()}
+               for (model, target), record in sorted(perf.items()) if record.calibration]
     if silicon:  # runs on silicon (a bundle's results) beside the estimate for that machine's core
         document["silicon_runs"] = silicon
     if kernels or kernel_changes:

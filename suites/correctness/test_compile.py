@@ -6,5 +6,5 @@ from pytest_rvv.judge.checks import check_compiles
 
 
 @pytest.mark.rvv_check("compile")
-def test_compiles(rvv_session, rvv_model, rvv_target):
-    check_compiles(rvv_session, rvv_model, rvv_target)
+def test_compiles(rvv_session, rvv_model, rvv_target, rvv_judge):
+    rvv_judge(check_compiles(rvv_session, rvv_model, rvv_target))

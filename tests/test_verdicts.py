@@ -1,0 +1,105 @@
+"""judge/'s rules return one verdict shape (judge/outcome.py): passed, failed with a message, an expected failure with
+its reason, or skipped, with the record fields it leaves. Only fixtures.py turns one into pytest's outcome."""
+
+from pathlib import Path
+
+import numpy as np
+
+from pytest_rvv.judge.applicable import ApplicableBaselines
+from pytest_rvv.judge.baselines import Baseline
+from pytest_rvv.judge.checks import AGREEMENT, agreement_verdict
+from pytest_rvv.judge.expectations import NEW_PASS, ExpectedNodeFailure, node_test_verdict
+from pytest_rvv.judge.outcome import FAILED, PASSED, XFAILED
+from pytest_rvv.judge.policy import ESTIMATOR_TOLERANCE_PERCENT, estimator_verdict, tolerances
+from pytest_rvv.judge.verdict import judge
+from pytest_rvv.measure.agreement import CheckedRun, compare
+from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming
+from pytest_rvv.measure.performance import PerfResult
+from pytest_rvv.model.model import Tolerance
+
+LISTS = Path("baselines/conformance/rv64gc.toml")
+
+
+def node(expected=None, strict=False, ran=True, failure=None):
+    return node_test_verdict("test_add", "rv64gc", expected, LISTS, strict, ran, failure)
+
+
+def test_a_node_test_failing_in_its_listed_phase_is_an_expected_failure():
+    verdict = node(ExpectedNodeFailure("run", "crashes"), failure=("run", "iree-run-module crashed", "crashed\nat 1"))
+    assert (verdict.outcome, verdict.message) == (XFAILED, "expected run failure: crashes")
+    assert verdict.records == {"conformance": ("rv64gc", "test_add", "run", "iree-run-module crashed", True)}
+
+
+def test_a_node_test_failing_elsewhere_is_a_new_failure_naming_its_listing():
+    verdict = node(ExpectedNodeFailure("compile", "rejected"), failure=("mismatch", "differs", "differs\nat [0]"))
+    assert verdict.outcome == FAILED
+    assert verdict.message == (f"new mismatch failure (listed as an expected compile failure in {LISTS}): "
+                               "differs\nat [0]")
+    assert node(failure=("run", "crashed", "crashed")).message == "new run failure: crashed"
+
+
+def test_a_listed_node_test_that_passes_is_an_improvement_and_fails_only_when_strict():
+    listed = ExpectedNodeFailure("mismatch", "differs")
+    lenient = node(listed)
+    assert lenient.outcome == PASSED
+    assert lenient.records["conformance"] == ("rv64gc", "test_add", None, NEW_PASS, True)
+    assert lenient.records["improvements"] == [f"test_add now passes on rv64gc: remove it from [mismatch] in {LISTS} "
+                                               "(or rerun with --update-baselines)"]
+    strict = node(listed, strict=True)
+    assert strict.outcome == FAILED and strict.message.startswith("unexpectedly passes (--rvv-strict-baselines): ")
+    assert node(listed, ran=False).outcome == PASSED and "improvements" not in node(listed, ran=False).records
+    assert node(ExpectedNodeFailure("compile", "rejected"), ran=False).records["conformance"][3] == NEW_PASS
+    assert node().records == {"conformance": ("rv64gc", "test_add", None, "", True)}
+
+
+def test_the_estimator_fails_beyond_its_tolerance():
+    timing = InstructionTiming("spacemit-x60", "vfmacc.vv", "{d}, v1, v2", "32", "m1", 4.0, "rvv-bench")
+    near = estimator_verdict(InstructionCalibration(timing, 4.0 * (1 + ESTIMATOR_TOLERANCE_PERCENT / 100), "mca 22"))
+    assert near.outcome == PASSED and near.records["estimator"]["measured"] == 4.0
+    far = estimator_verdict(InstructionCalibration(timing, 8.0, "mca 22"))
+    assert far.outcome == FAILED and far.records["estimator"]["error_percent"] == 100.0
+    assert far.message == ("spacemit-x60 vfmacc.vv-e32m1: estimated 8.00 cycles per instruction, measured 4.00 "
+                           "(+100 %, allowed +-30 %; mca 22); rvv-bench")
+
+
+def test_a_disagreement_fails_in_the_agreement_phase_with_its_repro():
+    wrong = compare([np.ones(4)], [np.zeros(4)], Tolerance(atol=0, rtol=0))
+    verdict = agreement_verdict(CheckedRun("mlp", "host", wrong, " in the counted run", "iree-run-module ..."))
+    assert (verdict.outcome, verdict.phase) == (FAILED, AGREEMENT)
+    assert verdict.message.startswith("mlp on host disagrees with onnxruntime in the counted run\n")
+    assert verdict.message.endswith("\nrepro: iree-run-module ...")
+    right = compare([np.zeros(4)], [np.zeros(4)], Tolerance())
+    assert agreement_verdict(CheckedRun("mlp", "host", right)).outcome == PASSED
+    assert agreement_verdict(None).outcome == PASSED  # no run disagreed
+
+
+def test_performance_without_a_portable_baseline_passes_unless_strict(tmp_path):
+    from pytest_rvv.config.machine import this_machine
+    from pytest_rvv.config.targets import BUILTIN_TARGETS
+
+    none = ApplicableBaselines(None, tmp_path / "p.json", None, tmp_path / "m.json", ())
+    now = PerfResult("mlp", "rv64gc", {"iree_compile": "x"}, {"module_bytes": 10})
+    here = this_machine("box", "qemu")
+    lenient = judge(none, now, BUILTIN_TARGETS["rv64gc"], tolerances(None, False), here).decision
+    assert lenient.outcome == PASSED and lenient.records["notes"][0].startswith("baseline needed: ")
+    strict = judge(none, now, BUILTIN_TARGETS["rv64gc"], tolerances(None, False), here, strict=True).decision
+    assert strict.message == f"no performance baseline {tmp_path / 'p.json'}: record one with --update-baselines"
+    recorded = ApplicableBaselines(Baseline("mlp", "rv64gc", {"iree_compile": "x"}, {"module_bytes": 9}),
+                                   tmp_path / "p.json", None, tmp_path / "m.json", ())
+    bigger = judge(recorded, now, BUILTIN_TARGETS["rv64gc"], tolerances(None, False), here).decision
+    assert bigger.outcome == FAILED and bigger.message.startswith("performance regression: mlp on rv64gc\n")
+    assert bigger.records["perf_rows"] == [("module_bytes", 9, 10, "REGRESSED")]
+
+
+def test_a_disagreement_listed_as_an_expected_agreement_failure_is_xfailed(project):
+    """The suites hand check_agreement's verdict to rvv_judge: a disagreement fails in the agreement phase, which the
+    expected failures of that phase accept (and no other failure)."""
+    project.write()
+    pyproject = project.path / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + "\ntolerance = { atol = 0.0, rtol = 0.0 }\n")
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "expected-failures.toml").write_text(
+        '[host]\nmlp = { phase = "agreement", reason = "exact outputs differ" }\n')
+    result = project.run("correctness/test_agreement.py", "--rvv-models=mlp", "--rvv-targets=host")
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(["XFAIL correctness/test_agreement.py::test_matches_onnxruntime[[]mlp-host[]]*"])
