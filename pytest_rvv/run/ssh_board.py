@@ -36,7 +36,7 @@ from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.config.boards import Board
 from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.run.facts_probe import build_facts_probe, parse_facts
-from pytest_rvv.run.runner import GUEST_MODULE, GUEST_PROGRAM, Runner, RunOutcome
+from pytest_rvv.run.runner import GUEST_MODULE, GUEST_PROGRAM, Capabilities, Runner, RunOutcome
 from pytest_rvv.toolchain.runtimes import Runtime
 
 SSH_TIMEOUT_S = 120.0
@@ -183,6 +183,11 @@ class BoardRunner(Runner):
     @property
     def board(self) -> Board:
         return self.link.board
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Natively on a board: fresh runs, timed there; nothing counted or recorded."""
+        return Capabilities(f"on board {self.board.name}")
 
     @property
     def where(self) -> str:

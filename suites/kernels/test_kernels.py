@@ -12,9 +12,10 @@ from pytest_rvv.judge.checks import check_agreement
 
 @pytest.mark.rvv_kernels
 @pytest.mark.rvv_check("agreement")
-def test_kernel_matches_reference(rvv_session, rvv_model, rvv_runner, tmp_path, rvv_record):
-    agreement = check_agreement(rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner), tmp_path)
-    rvv_record(agreement=(rvv_model.name, rvv_runner.target.name, agreement.max_abs))
+def test_kernel_matches_reference(rvv_cell, tmp_path, rvv_record):
+    cell = rvv_cell()
+    agreement = check_agreement(cell, tmp_path)
+    rvv_record(agreement=(cell.model.name, cell.target.name, agreement.max_abs))
 
 
 @pytest.mark.rvv_kernels
