@@ -90,9 +90,6 @@ class RvvSession:
         # emulated runs kept by content (run/recorded.py); --rvv-no-cache runs them all again
         self.runs = RecordedRuns(self.store, settings.timeout_s, fresh=settings.fresh_runs, stages=self.stages)
         self.boards = Boards(settings, self.store)  # which board runs a target here, probed once
-        # which runner runs a target, with its runtime chosen and probed (the toolchain is found when first needed)
-        self.choice = RunnerChoice(settings, self.store, self.boards, self.runs, lambda: self.toolchain,
-                                   lambda: self.compiler, reference)
 
     @functools.cached_property
     def toolchain(self) -> Toolchain:
@@ -139,6 +136,12 @@ class RvvSession:
     @functools.cached_property
     def compiler(self) -> Compiler:
         return Compiler(self.toolchain, self.store, self.stages)
+
+    @functools.cached_property
+    def choice(self) -> RunnerChoice:
+        """Which runner runs a target, with this toolchain's runtime chosen and probed (run/choice.py)."""
+        return RunnerChoice(self.settings, self.store, self.boards, self.runs, self.toolchain, self.compiler,
+                            self.is_reference)
 
     # model -> prepared -> imported -> artifact
     @functools.cache  # noqa: B019 - the session lives as long as the pytest session
@@ -208,8 +211,9 @@ class RvvSession:
 
     @property
     def bundle_results(self) -> BundleResults | None:
-        """--rvv-bundle-results: a RISC-V machine's runs of a bundle, read and checked once (one line if damaged)."""
-        return self.choice.bundle_results
+        """--rvv-bundle-results: a RISC-V machine's runs of a bundle, read and checked once (one line if damaged);
+        without the option no toolchain is looked for."""
+        return None if self.settings.bundle_results is None else self.choice.bundle_results
 
     def results_for(self, target: Target) -> BundleResults | None:
         """The bundle results ``target``'s cells are judged from (riscv64 targets, with --rvv-bundle-results)."""

@@ -110,20 +110,17 @@ class Boards:
 
 
 class RunnerChoice:
-    """Chooses and checks the runner of each target for one toolchain (see the module docstring).
+    """Chooses and checks the runner of each target for one toolchain (see the module docstring); ``compiler``
+    compiles the probe module, ``runs`` keeps its emulated runs."""
 
-    ``toolchain`` and ``compiler`` are asked for only when a runtime is chosen or probed, so boards and the machine
-    are known without one.
-    """
-
-    def __init__(self, settings: Settings, store: Store, boards: Boards, runs: RecordedRuns,
-                 toolchain: Callable[[], Toolchain], compiler: Callable[[], Compiler], reference: bool = False) -> None:
+    def __init__(self, settings: Settings, store: Store, boards: Boards, runs: RecordedRuns, toolchain: Toolchain,
+                 compiler: Compiler, reference: bool = False) -> None:
         self.settings = settings
         self.store = store
         self.boards = boards
         self.runs = runs
-        self._toolchain = toolchain
-        self._compiler = compiler
+        self.toolchain = toolchain
+        self.compiler = compiler
         self.is_reference = reference  # the --rvv-compare side: its own runtime options apply
         self._runtimes: dict[str, Runtime | RvvError] = {}  # per arch; a failure is remembered, said once
 
@@ -137,7 +134,7 @@ class RunnerChoice:
         """
         if arch not in self._runtimes:
             try:
-                self._runtimes[arch] = runtime_for(arch, self.store, self._toolchain(), self.settings,
+                self._runtimes[arch] = runtime_for(arch, self.store, self.toolchain, self.settings,
                                                    self.probe_runtime, self.is_reference, log)
             except RvvError as exc:
                 self._runtimes[arch] = exc
@@ -153,7 +150,7 @@ class RunnerChoice:
         later sessions do not probe again.
         """
         qemu = self.qemu(RISCV64)
-        compiler_version = self._toolchain().compiler_version
+        compiler_version = self.toolchain.compiler_version
         key = digest(["runtime-probe-v2", content_sha(executable), compiler_version, qemu.version_text, PROBE_MLIR])
 
         def probe(tmp: Path) -> dict[str, object]:
@@ -171,7 +168,7 @@ class RunnerChoice:
         if path is None or self.is_reference:
             return None
         results = BundleResults.load(path)
-        results.check_toolchain(self._toolchain().compiler_version)
+        results.check_toolchain(self.toolchain.compiler_version)
         return results
 
     def results_for(self, target: Target) -> BundleResults | None:
@@ -199,7 +196,7 @@ class RunnerChoice:
         reason = self._run_probe(runner)
         if reason is not None:
             raise RuntimeMismatch(f"{runner.runtime.origin} cannot load modules from "
-                                  f"{self._toolchain().compiler_version}: {reason}; use a runtime built from the "
+                                  f"{self.toolchain.compiler_version}: {reason}; use a runtime built from the "
                                   "same IREE release")
         return runner
 
@@ -223,7 +220,7 @@ class RunnerChoice:
         imported = ImportedModel(source.file("probe.mlir"), "probe", key)
         # the probe has no matmul: compiled off the target's path, it runs even where the compiler lacks the path
         plain = dataclasses.replace(runner.target, extra_flags=without_path(runner.target.extra_flags))
-        artifact = self._compiler().compile("probe", imported, plain)
+        artifact = self.compiler.compile("probe", imported, plain)
         a = np.arange(4, dtype=np.float32)
         b = np.full(4, 0.5, dtype=np.float32)
         with tempfile.TemporaryDirectory(prefix="pytest-rvv-probe-") as tmp:
