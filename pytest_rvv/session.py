@@ -78,7 +78,8 @@ class Cell:
 
 
 class RvvSession:
-    """The pipeline with its settings, cache and memoised stages."""
+    """The pipeline with its settings, cache and memoised stages. It resolves a model x target into a Cell once
+    (``resolve``); which runner runs a target, and its runtime, are chosen in run/choice.py (``choice``, ``boards``)."""
 
     def __init__(self, settings: Settings,
                  toolchain: Toolchain | None = None, reference: bool = False) -> None:
@@ -129,7 +130,7 @@ class RvvSession:
         runs = None
         if runner is not None and runner.capabilities.recorded and oracle is not None:
             runs = CellRuns(self.runs, artifact, runner, oracle.inputs, len(oracle.outputs), self.store)
-        machine = self.machine_for(target)
+        machine = self.choice.machine_for(target, self.machine)  # a board's, a bundle's machine, else this one
         return Cell(model, target, self.toolchain, artifact, oracle, runner, runs, machine, self.store, self.stages,
                     self.settings.timeout_s, elsewhere=machine != self.machine)
 
@@ -215,16 +216,9 @@ class RvvSession:
         without the option no toolchain is looked for."""
         return None if self.settings.bundle_results is None else self.choice.bundle_results
 
-    def results_for(self, target: Target) -> BundleResults | None:
-        """The bundle results ``target``'s cells are judged from (riscv64 targets, with --rvv-bundle-results)."""
-        return self.choice.results_for(target)
-
     def runner(self, target: Target) -> Runner:
         """A checked runner for ``target`` (``RunnerChoice.runner``)."""
         return self.choice.runner(target)
-
-    def boards_of(self, target: Target) -> list[Board]:
-        return self.boards.of(target)
 
     def board_for(self, target: Target) -> Board | None:
         return self.boards.for_target(target)
@@ -235,11 +229,6 @@ class RvvSession:
     def check_boards(self) -> None:
         """Probe each board in use once and refuse a target it cannot run correctly (ConfigError, one line)."""
         self.boards.check(self.settings.targets)
-
-    def machine_for(self, target: Target) -> Machine:
-        """The machine a target's machine-bound numbers belong to: its board (or the machine that ran a bundle's
-        results), else this machine."""
-        return self.choice.machine_for(target, self.machine)
 
     def close(self) -> None:
         """Close every board connection this process opened."""
