@@ -61,8 +61,8 @@ def test_each_runner_kind_declares_what_it_can_do(tmp_path):
 
 
 class Threaded(Runner):
-    """The same QEMU and runtime, declared as running with four threads (``--device=local-task``): its runs are
-    neither counted nor recorded by content."""
+    """The same QEMU and runtime, declared as running with four threads (so it runs with ``--device=local-task``):
+    its runs are neither counted nor recorded by content."""
 
     @property
     def capabilities(self) -> Capabilities:
@@ -111,6 +111,7 @@ def test_a_runner_that_declares_no_counted_runs_has_no_executed_counts_whatever_
     counted = measure_performance(session.cell(model, VECTOR, found), repeat=1, timed=False)
     assert "executed_dispatch_instructions" in counted.metrics
     threaded = Threaded(found.target, found.runtime, found.qemu)
+    assert "--device=local-task" in threaded.command(Path("module.vmfb"), "main", [], [])
     cell = session.cell(model, VECTOR, threaded)
     assert cell.runs is None  # four threads: nothing recorded by content
     result = measure_performance(cell, repeat=1, timed=False)

@@ -76,7 +76,7 @@ class Capabilities:
     emulated: bool = False  # under an emulator on this machine
     counted: bool = False  # its runs can be counted (QEMU's plugin: executed counts; ToolMissing if it cannot load)
     replays: bool = False  # runs nothing itself: replays rounds another machine ran (``Runner.replay``)
-    threads: int = 1  # threads one run uses (``--device=local-sync``: 1)
+    threads: int = 1  # threads one run uses (``device_flags``: 1 is ``local-sync``)
     core: Core | None = None  # the silicon core its times are measured on, when known (calibrates the estimator)
 
     @property
@@ -84,6 +84,14 @@ class Capabilities:
         """Its runs are deterministic (emulated, one thread): each kind is run once per content and kept
         (run/recorded.py)."""
         return self.emulated and self.threads == 1
+
+
+def device_flags(threads: int) -> list[str]:
+    """iree-run-module's device for a run with ``threads`` threads: ``local-sync`` for one (deterministic: executed
+    counts are exact), else ``local-task`` with that many worker groups."""
+    if threads == 1:
+        return ["--device=local-sync"]
+    return ["--device=local-task", f"--task_topology_group_count={threads}"]
 
 
 class Runner:
@@ -140,7 +148,7 @@ class Runner:
             argv = [*launcher, str(self.runtime.executable)]
         else:
             argv = [*launcher, *self.prefix(qemu_args), "-0", GUEST_PROGRAM, GUEST_PROGRAM]
-        argv += ["--device=local-sync", f"--module={module}", f"--function={function}"]
+        argv += [*device_flags(self.capabilities.threads), f"--module={module}", f"--function={function}"]
         argv += [f"--input=@{p}" for p in inputs]
         argv += [f"--output=@{p}" for p in outputs]
         return argv + list(extra)
