@@ -42,9 +42,9 @@ from pytest_rvv.measure.metrics import LANE_OCCUPANCY, silicon_metric
 from pytest_rvv.measure.performance import PerfResult, calibration_point, measure_performance
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
-from pytest_rvv.run.bundle_results import ResultsRunner
+from pytest_rvv.run.choice import TargetRefused
 from pytest_rvv.run.runner import Runner
-from pytest_rvv.session import RvvSession
+from pytest_rvv.session import Cell, RvvSession
 
 SESSION_KEY = pytest.StashKey[RvvSession]()
 REFERENCE_KEY = pytest.StashKey[RvvSession]()  # the reference toolchain's session (--rvv-compare)
@@ -108,22 +108,20 @@ def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Tar
 
 
 @pytest.fixture
-def rvv_executed(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner, tmp_path: Path,
+def rvv_executed(rvv_runner: Runner, rvv_cell: Callable[[], Cell], tmp_path: Path,
                  record_property: Any) -> Callable[..., ExecutedMeasurement]:
     """Count what ``rvv_model`` executes on ``rvv_runner``'s target (QEMU + the rvv_counter plugin); fails when the
     counted run disagrees with onnxruntime.
 
-    Skips, with the reason, when the emulator cannot load plugins or no C compiler can build it.
+    Skips, with the reason, when the runner cannot count its runs (its capabilities say so), the emulator cannot
+    load plugins or no C compiler can build it.
     """
 
     def measure(elements: bool = False) -> ExecutedMeasurement:
-        if (board := rvv_session.board_for(rvv_runner.target)) is not None:
-            pytest.skip(f"executed counts need QEMU: {rvv_runner.target.name} runs on board {board.name}")
-        if isinstance(rvv_runner, ResultsRunner):
-            pytest.skip(f"executed counts need QEMU: {rvv_runner.target.name} runs {rvv_runner.where}")
+        if not (capabilities := rvv_runner.capabilities).counted:
+            pytest.skip(f"executed counts need QEMU: {rvv_runner.target.name} runs {capabilities.where}")
         try:
-            return measure_executed(rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner), tmp_path,
-                                    elements=elements)
+            return measure_executed(rvv_cell(), tmp_path, elements=elements)
         except ToolMissing as exc:
             pytest.skip(str(exc))
 
@@ -173,12 +171,9 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
     def check() -> PerfResult:
         settings = rvv_session.settings
         try:
-            runner: Runner | None = rvv_session.runner(rvv_target)
-        except RuntimeNotProvided as exc:
-            if rvv_session.results_for(rvv_target) is not None:
-                pytest.skip(str(exc))  # the machine that ran the bundle refused this target
-            runner = None  # compile-side metrics only
-        cell = rvv_session.cell(rvv_model, rvv_target, runner)
+            cell = rvv_session.resolve(rvv_model, rvv_target)  # without a runtime here: compile-side metrics only
+        except TargetRefused as exc:
+            pytest.skip(str(exc))  # the machine that ran the bundle refused this target
         machine = cell.machine
         recording = request.config.getoption("update_baselines")
         try:
@@ -189,9 +184,9 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         timed = recording or applicable.machine is not None or settings.perf_repeat_given
         result = measure_performance(cell, settings.perf_repeat, timed)
         _judged(agreement_verdict(result.disagreement), record_property)
-        if machine != rvv_session.machine:  # a board's, or the machine of a bundle's results
+        if cell.elsewhere:  # a board's, or the machine of a bundle's results
             result.board = machine.as_json()
-        if isinstance(cell.runner, ResultsRunner) and (core := cell.runner.results.facts.core) is not None:
+        if cell.runner is not None and (core := cell.runner.capabilities.core) is not None:
             estimate = applicable.portable.metrics.get(silicon_metric(core.name)) if applicable.portable else None
             result.calibration = calibration_point(result, core, estimate)  # every silicon run calibrates
         leave(record_property, performance=result.to_json())
@@ -325,8 +320,17 @@ def rvv_session(request: pytest.FixtureRequest) -> RvvSession:
 
 @pytest.fixture
 def rvv_runner(rvv_session: RvvSession, rvv_target: Target) -> Runner:
-    """A checked runner for ``rvv_target``; skips when no runtime can exist without the user."""
+    """A checked runner for ``rvv_target`` (chosen by run/choice.py); skips when no runtime can exist without the
+    user, or the machine that ran a bundle refused the target."""
     try:
         return rvv_session.runner(rvv_target)
     except RuntimeNotProvided as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture
+def rvv_cell(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner) -> Callable[[], Cell]:
+    """``rvv_model`` on ``rvv_runner``'s target, resolved once by the session into a Cell when the test calls it:
+    the runner is chosen and checked before the test (it skips with ``rvv_runner``), compiling happens in the test
+    (a compile failure is the test's outcome, which expected failures apply to)."""
+    return lambda: rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner)

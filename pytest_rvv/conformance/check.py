@@ -63,7 +63,7 @@ def run_node_test(session: RvvSession, test: NodeTest, target: Target, runner: R
     if runner is None:
         return False
     try:
-        if runner.qemu is not None:  # emulated: once per content (run/recorded.py)
+        if runner.capabilities.recorded:  # emulated: once per content (run/recorded.py)
             outputs = session.runs.run(OUTPUTS, artifact, runner, inputs, len(expected), None).outputs
         else:
             outputs = runner.run(artifact, inputs, workdir, len(expected), session.settings.timeout_s).outputs

@@ -47,7 +47,7 @@ def measure_executed(cell: Cell, workdir: Path, elements: bool = False) -> Execu
     """
     runner, oracle = cell.given()
     model, artifact = cell.model, cell.artifact
-    if runner.qemu is None:
+    if not runner.capabilities.counted:
         raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
     recorded = cell.recorded(ELEMENTS if elements else COUNTED, workdir)  # once per content
     assert recorded is not None and recorded.counts is not None
@@ -63,7 +63,7 @@ def measure_one_time(cell: Cell, workdir: Path) -> ExecutedMeasurement:
     hoisted constant work), from a counted run that stops before the call (``LOADED``): what a call executes is the
     counted run's count minus this, dispatch by dispatch."""
     runner, _ = cell.given()
-    if runner.qemu is None:
+    if not runner.capabilities.counted:
         raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
     recorded = cell.recorded(LOADED, workdir)
     assert recorded is not None and recorded.counts is not None

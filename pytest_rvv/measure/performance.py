@@ -38,7 +38,6 @@ from pytest_rvv.measure.metrics import (
 )
 from pytest_rvv.measure.silicon import SiliconEstimate, estimate_once
 from pytest_rvv.measure.static import analyze
-from pytest_rvv.run.bundle_results import ResultsRunner
 from pytest_rvv.run.recorded import PLAIN, rss_probe
 from pytest_rvv.session import Cell
 
@@ -214,7 +213,7 @@ class TimedRuns:
             result.metrics[name] = max(values) if name.endswith(PEAK_RSS_KB) else min(values)
         if self.peaks:
             result.metrics[IREE_PEAK_BYTES] = sum(int(v) for v in self.peaks.values())
-        if self.runner.qemu is not None:
+        if self.runner.capabilities.counted:
             add_executed(self.cell, result)
 
 
@@ -278,7 +277,7 @@ def measure_performance(cell: Cell, repeat: int, timed: bool = True) -> PerfResu
     recorded = None if timed else cell.recorded(PLAIN)
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-perf-") as tmp:
         runs = TimedRuns(cell, Path(tmp))
-        if isinstance(cell.runner, ResultsRunner):  # a RISC-V machine's rounds of a bundle: each is one timed run
+        if cell.runner.capabilities.replays:  # e.g. a RISC-V machine's rounds of a bundle: each is one timed run
             oracle = cell.given()[1]
             for outcome in cell.runner.replay(cell.artifact, oracle.inputs, len(oracle.outputs)):
                 runs.take(outcome.outputs, outcome.process.wall_s, outcome.process.cpu_s, None,

@@ -25,7 +25,7 @@ from pytest_rvv.config.cores import Core, machine_core
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import Target
 from pytest_rvv.run.facts_probe import parse_facts
-from pytest_rvv.run.runner import Runner, RunOutcome
+from pytest_rvv.run.runner import Capabilities, Runner, RunOutcome
 from pytest_rvv.run.ssh_board import board_metrics, gnu_time
 from pytest_rvv.toolchain.runtimes import Runtime
 
@@ -147,8 +147,10 @@ class ResultsRunner(Runner):
         self.results = results
 
     @property
-    def where(self) -> str:
-        return f"on {self.results.machine.name} (bundle results {self.results.path})"
+    def capabilities(self) -> Capabilities:
+        """Replays the machine's rounds (its core, when llvm-mca models it, calibrates the estimator)."""
+        return Capabilities(f"on {self.results.machine.name} (bundle results {self.results.path})", replays=True,
+                            core=self.results.facts.core)
 
     def run(self, artifact: Artifact, inputs: list[np.ndarray], workdir: Path, num_outputs: int,
             timeout_s: float | None, qemu_args: tuple[str, ...] = (), launcher: tuple[str, ...] = (),

@@ -67,9 +67,9 @@ class RecordedRun:
 def run_key(kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray],
             helper: Path | None) -> str:
     """Everything that decides a run's results: module bytes, runtime, QEMU and its CPU flags, helper, inputs."""
-    qemu = runner.qemu
-    if qemu is None:
-        raise ValueError("only emulated runs are recorded")
+    if not runner.capabilities.recorded:
+        raise ValueError(f"only emulated runs are recorded: {runner.target.name} runs {runner.where}")
+    qemu = runner.emulator()
     inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in inputs])
     return digest([RECIPE, kind, content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
                    str(runner.runtime.sysroot), content_sha(qemu.path), runner.target.emulator_cpu,
@@ -183,7 +183,6 @@ class CellRuns:
         if kind == PLAIN:
             helper = rss_probe(self.store)
         else:
-            assert self.runner.qemu is not None
-            check_plugin_support(self.runner.qemu)
+            check_plugin_support(self.runner.emulator())
             helper = build_plugin(self.store)
         return self.runs.run(kind, self.artifact, self.runner, self.inputs, self.num_outputs, helper, workdir)

@@ -16,6 +16,7 @@ from pytest_rvv.base.errors import ConfigError, RunFailed, tail
 from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.base.store import content_sha
 from pytest_rvv.compile.compiler import Artifact
+from pytest_rvv.config.cores import Core
 from pytest_rvv.config.targets import Target
 from pytest_rvv.run.qemu import Qemu
 from pytest_rvv.run.sigill import explain, rerun_for_sigill
@@ -63,6 +64,36 @@ class RunOutcome:
     measured: dict[str, float] = field(default_factory=dict)  # what a board measured itself (peak RSS, counters)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a runner can do, declared by its class: measuring and choosing code asks this, never the runner's type.
+
+    A new runner (a peer runtime under the same QEMU, runs with N threads) declares its own and lands without
+    branches elsewhere.
+    """
+
+    where: str  # one line: where its runs happen ("natively", "under qemu-riscv64 ...", "on board NAME", ...)
+    emulated: bool = False  # under an emulator on this machine
+    counted: bool = False  # its runs can be counted (QEMU's plugin: executed counts; ToolMissing if it cannot load)
+    replays: bool = False  # runs nothing itself: replays rounds another machine ran (``Runner.replay``)
+    threads: int = 1  # threads one run uses (``device_flags``: 1 is ``local-sync``)
+    core: Core | None = None  # the silicon core its times are measured on, when known (calibrates the estimator)
+
+    @property
+    def recorded(self) -> bool:
+        """Its runs are deterministic (emulated, one thread): each kind is run once per content and kept
+        (run/recorded.py)."""
+        return self.emulated and self.threads == 1
+
+
+def device_flags(threads: int) -> list[str]:
+    """iree-run-module's device for a run with ``threads`` threads: ``local-sync`` for one (deterministic: executed
+    counts are exact), else ``local-task`` with that many worker groups."""
+    if threads == 1:
+        return ["--device=local-sync"]
+    return ["--device=local-task", f"--task_topology_group_count={threads}"]
+
+
 class Runner:
     """Runs modules compiled for ``target`` with ``runtime``, under ``qemu`` unless on the host."""
 
@@ -77,10 +108,28 @@ class Runner:
         self.qemu = qemu
 
     @property
-    def where(self) -> str:
+    def capabilities(self) -> Capabilities:
+        """Natively on the host, else under QEMU: emulated, recorded by content and counted."""
         if self.qemu is None:
-            return "natively"
-        return f"under qemu-{self.qemu.arch} {self.qemu.version_text} -cpu {self.target.emulator_cpu}"
+            return Capabilities("natively")
+        return Capabilities(f"under qemu-{self.qemu.arch} {self.qemu.version_text} -cpu {self.target.emulator_cpu}",
+                            emulated=True, counted=True)
+
+    @property
+    def where(self) -> str:
+        """Where its runs happen, for messages."""
+        return self.capabilities.where
+
+    def emulator(self) -> Qemu:
+        """The emulator its runs go through (what decides a recorded run besides the module and inputs)."""
+        if self.qemu is None:
+            raise ValueError(f"{self.target.name} runs {self.where}: not emulated")
+        return self.qemu
+
+    def replay(self, artifact: Artifact, inputs: list[np.ndarray], num_outputs: int,
+               limit: int | None = None) -> list[RunOutcome]:
+        """The rounds another machine ran of this cell (runners whose capabilities say ``replays``)."""
+        raise ValueError(f"{self.target.name} runs {self.where}: it has no recorded rounds to replay")
 
     def prefix(self, qemu_args: tuple[str, ...] = ()) -> list[str]:
         """The emulator part of the command line (empty on the host); ``qemu_args`` e.g. a -plugin."""
@@ -99,7 +148,7 @@ class Runner:
             argv = [*launcher, str(self.runtime.executable)]
         else:
             argv = [*launcher, *self.prefix(qemu_args), "-0", GUEST_PROGRAM, GUEST_PROGRAM]
-        argv += ["--device=local-sync", f"--module={module}", f"--function={function}"]
+        argv += [*device_flags(self.capabilities.threads), f"--module={module}", f"--function={function}"]
         argv += [f"--input=@{p}" for p in inputs]
         argv += [f"--output=@{p}" for p in outputs]
         return argv + list(extra)

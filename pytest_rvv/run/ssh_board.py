@@ -36,7 +36,7 @@ from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.config.boards import Board
 from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.run.facts_probe import build_facts_probe, parse_facts
-from pytest_rvv.run.runner import GUEST_MODULE, GUEST_PROGRAM, Runner, RunOutcome
+from pytest_rvv.run.runner import GUEST_MODULE, GUEST_PROGRAM, Capabilities, Runner, RunOutcome, device_flags
 from pytest_rvv.toolchain.runtimes import Runtime
 
 SSH_TIMEOUT_S = 120.0
@@ -185,6 +185,11 @@ class BoardRunner(Runner):
         return self.link.board
 
     @property
+    def capabilities(self) -> Capabilities:
+        """Natively on a board: fresh runs, timed there; nothing counted or recorded."""
+        return Capabilities(f"on board {self.board.name}")
+
+    @property
     def where(self) -> str:
         return f"on board {self.board.name} ({self.board.host})"
 
@@ -199,7 +204,7 @@ class BoardRunner(Runner):
         program = self.link.upload(self.runtime.executable, GUEST_PROGRAM)
         module = self.link.upload(artifact.path, GUEST_MODULE)
         run_dir = f"{self.board.workdir}/runs/{uuid.uuid4().hex}"
-        args = ["--device=local-sync", f"--module={GUEST_MODULE}", f"--function={artifact.function}",
+        args = [*device_flags(self.capabilities.threads), f"--module={GUEST_MODULE}", f"--function={artifact.function}",
                 *(f"--input=@input_{i}.npy" for i in range(len(inputs))),
                 *(f"--output=@output_{i}.npy" for i in range(num_outputs)), *runtime_args]
         limit = int(timeout_s) if timeout_s else 24 * 3600

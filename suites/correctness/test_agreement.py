@@ -6,5 +6,5 @@ from pytest_rvv.judge.checks import check_agreement
 
 
 @pytest.mark.rvv_check("agreement")
-def test_matches_onnxruntime(rvv_session, rvv_model, rvv_runner, tmp_path, rvv_judge):
-    rvv_judge(check_agreement(rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner), tmp_path))
+def test_matches_onnxruntime(rvv_cell, tmp_path, rvv_judge):
+    rvv_judge(check_agreement(rvv_cell(), tmp_path))

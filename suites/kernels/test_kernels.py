@@ -12,8 +12,8 @@ from pytest_rvv.judge.checks import check_agreement
 
 @pytest.mark.rvv_kernels
 @pytest.mark.rvv_check("agreement")
-def test_kernel_matches_reference(rvv_session, rvv_model, rvv_runner, tmp_path, rvv_judge):
-    rvv_judge(check_agreement(rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner), tmp_path))
+def test_kernel_matches_reference(rvv_cell, tmp_path, rvv_judge):
+    rvv_judge(check_agreement(rvv_cell(), tmp_path))
 
 
 @pytest.mark.rvv_kernels
