@@ -77,11 +77,13 @@ class PeerRun:
 
 def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target, model: Path,
                 inputs: list[np.ndarray], workdir: Path, num_outputs: int, *, threads: int = 1,
-                optimizations: str = "all", qemu_args: tuple[str, ...] = (), timeout_s: float = RUN_TIMEOUT_S,
-                ) -> PeerRun:
+                optimizations: str = "all", repeat: int = 1, qemu_args: tuple[str, ...] = (),
+                timeout_s: float = RUN_TIMEOUT_S) -> PeerRun:
     """Run ``model`` on ``inputs`` with ONNX Runtime for riscv64, under ``qemu`` with ``target``'s CPU.
 
-    ``optimizations``: ONNX Runtime's graph optimization level (OPTIMIZATIONS), ``qemu_args`` e.g. a -plugin.
+    ``optimizations``: ONNX Runtime's graph optimization level (OPTIMIZATIONS; ``ORACLE_LEVELS`` maps the oracle's
+    level to it), ``repeat``: runs in one session (counted runs of 1 and 2 differ by one run's work), ``qemu_args``
+    e.g. a -plugin.
     The guest sees the run's folder: the model, inputs and outputs by relative names, an empty environment.
     A failure raises RunFailed with one line naming the model and what ONNX Runtime (or QEMU) said.
     """
@@ -99,7 +101,8 @@ def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target,
         (workdir / name).unlink(missing_ok=True)
     argv = [str(qemu.path), "-cpu", target.emulator_cpu, "-L", str(sysroot.path), *qemu_args,
             "-0", EXECUTABLE, str(harness), "model.onnx", *(f"--input=@{n}" for n in in_names),
-            *(f"--output=@{n}" for n in out_names), f"--threads={threads}", f"--optimizations={optimizations}"]
+            *(f"--output=@{n}" for n in out_names), f"--threads={threads}", f"--optimizations={optimizations}",
+            f"--repeat={repeat}"]
     result = run_process(argv, timeout_s=timeout_s, env={}, cwd=workdir)
     if not result.ok:
         said = [line for line in result.stderr.splitlines() if line.startswith("ort_harness: ")]
