@@ -20,11 +20,13 @@ from onnx import TensorProto, helper
 from pytest_rvv.base.errors import RunFailed, ToolMissing
 from pytest_rvv.config.settings import default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure.counts import parse
 from pytest_rvv.model.prepare import graph_inputs, load_onnx, prepare
 from pytest_rvv.model.registry import builtin_models
 from pytest_rvv.run.onnxruntime import onnxruntime_outputs, reference_level
 from pytest_rvv.run.ort_harness import ORACLE_LEVELS, build_harness, run_harness
 from pytest_rvv.run.qemu import find_qemu
+from pytest_rvv.run.qemu_plugin import plugin_option
 from pytest_rvv.toolchain.peer_ort import (
     MARKER,
     MIRROR_ENV,
@@ -218,3 +220,16 @@ def test_a_model_it_cannot_load_is_one_line_naming_the_model(sysroot, harness, q
     assert "\n" not in message
     assert message.startswith("broken.onnx: ONNX Runtime (riscv64, rv64gc) failed (exit code 1)")
     assert said in message
+
+
+def test_its_executed_instructions_are_the_same_from_run_to_run(sysroot, harness, qemu, plugin: Path,
+                                                                 tmp_path: Path) -> None:
+    model = mlp_model(tmp_path / "model.onnx")
+    inputs = [np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32)]
+    totals = []
+    for run in ("first", "second"):
+        out = tmp_path / f"{run}.counts"
+        run_harness(harness, sysroot, qemu, BUILTIN_TARGETS["rv64gc"], model, inputs, tmp_path / run, 1,
+                    qemu_args=plugin_option(plugin, out, False))
+        totals.append(parse(out.read_text(), out).total)
+    assert totals[0] == totals[1] > 1_000_000
