@@ -233,3 +233,22 @@ def test_its_executed_instructions_are_the_same_from_run_to_run(sysroot, harness
                     qemu_args=plugin_option(plugin, out, False))
         totals.append(parse(out.read_text(), out).total)
     assert totals[0] == totals[1] > 1_000_000
+
+
+def test_its_work_per_run_is_attributed_to_onnxruntime_s_library(sysroot, harness, qemu, plugin: Path,
+                                                                  tmp_path: Path) -> None:
+    model = convs_model(tmp_path / "model.onnx")
+    inputs = [np.random.default_rng(5).standard_normal((1, 32, 4, 4)).astype(np.float32)]
+    per_library = []
+    for repeat in (1, 2):
+        out = tmp_path / f"{repeat}.counts"
+        run = run_harness(harness, sysroot, qemu, BUILTIN_TARGETS["rv64gc"], model, inputs, tmp_path / str(repeat),
+                          1, repeat=repeat, maps=True, qemu_args=plugin_option(plugin, out, False))
+        counted: dict[str | None, int] = {}
+        for block in parse(out.read_text(), out).blocks:
+            where = run.library_of(block.vaddr)
+            counted[where] = counted.get(where, 0) + block.n_insns * block.execs
+        per_library.append(counted)
+    one_run = {name: per_library[1].get(name, 0) - per_library[0].get(name, 0) for name in per_library[1]}
+    assert one_run[sysroot.library.resolve().name] > 0.9 * sum(one_run.values()) > 0
+    assert per_library[0].get(None, 0) == 0  # every executed block lies in a mapped file's code

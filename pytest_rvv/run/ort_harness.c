@@ -6,10 +6,12 @@
  *
  *   ort_harness MODEL.onnx [--input=@in_0.npy ...] [--output=@out_0.npy ...] [--threads=N]
  *               [--optimizations=all|extended|basic|disable] [--repeat=N] [--library=libonnxruntime.so.1.21]
+ *               [--maps=@maps.txt]
  *
  * Inputs bind to the model's inputs in order; the i-th --output receives the model's i-th output. On success it
  * prints "session_us <n>" (creating the session: loading and optimizing the model) and "run_us <n>" (the last of
- * --repeat runs) and exits 0. Any failure is one line on stderr, "ort_harness: <model>: <what>: <message>", and a
+ * --repeat runs) and exits 0. --maps copies /proc/self/maps at the end (where each library was loaded: under QEMU,
+ * the guest's addresses, which executed counts are attributed by). Any failure is one line on stderr, "ort_harness: <model>: <what>: <message>", and a
  * nonzero exit: 2 for bad arguments or files, 1 for ONNX Runtime errors.
  *
  * ONNX Runtime is loaded with dlopen (its soname by default), so the harness needs only libc to start and a
@@ -257,6 +259,25 @@ static void release_stderr(void)
     caught = NULL;
 }
 
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    if (in == NULL || out == NULL) {
+        fail(2, to, "cannot copy %s there", from);
+    }
+    char buffer[65536];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof(buffer), in)) > 0) {
+        if (fwrite(buffer, 1, n, out) != n) {
+            fail(2, to, "cannot write it");
+        }
+    }
+    fclose(in);
+    if (fclose(out) != 0) {
+        fail(2, to, "cannot write it");
+    }
+}
+
 static const char *file_argument(const char *arg, const char *flag)
 {
     size_t n = strlen(flag);
@@ -271,7 +292,7 @@ int main(int argc, char **argv)
     const char *inputs[MAX_TENSORS], *outputs[MAX_TENSORS];
     size_t n_inputs = 0, n_outputs = 0;
     int threads = 1, repeat = 1;
-    const char *library = ORT_LIBRARY;
+    const char *library = ORT_LIBRARY, *maps = NULL;
     GraphOptimizationLevel level = ORT_ENABLE_ALL;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *value;
@@ -289,6 +310,8 @@ int main(int argc, char **argv)
             threads = atoi(arg + 10);
         } else if (strncmp(arg, "--repeat=", 9) == 0) {
             repeat = atoi(arg + 9);
+        } else if ((value = file_argument(arg, "--maps=")) != NULL) {
+            maps = value;
         } else if (strncmp(arg, "--library=", 10) == 0) {
             library = arg + 10;
         } else if (strncmp(arg, "--optimizations=", 16) == 0) {
@@ -412,6 +435,9 @@ int main(int argc, char **argv)
         check(ort->GetTensorMutableData(output_values[i], &data), output_names[i]);
         write_npy(outputs[i], type, shape, ndim, data, count);
         ort->ReleaseTensorTypeAndShapeInfo(info);
+    }
+    if (maps != NULL) {
+        copy_file("/proc/self/maps", maps);
     }
     printf("session_us %lld\nrun_us %lld\n", (long long)session_us, (long long)run_us);
     return 0;

@@ -74,17 +74,36 @@ class PeerRun:
     process: ProcessResult
     session_s: float  # creating the session (loading and optimizing the model)
     run_s: float  # the (last) run
+    code: dict[str, list[tuple[int, int]]] | None = None  # with maps=True: each file's executable ranges (guest)
+
+    def library_of(self, address: int) -> str | None:
+        """The file (e.g. ``libonnxruntime.so.1.21.0``) whose code holds the guest ``address`` (maps=True)."""
+        for name, ranges in (self.code or {}).items():
+            if any(start <= address < end for start, end in ranges):
+                return name
+        return None
+
+
+def executable_ranges(maps: str) -> dict[str, list[tuple[int, int]]]:
+    """``/proc/self/maps`` text as each mapped file's executable address ranges, by file name."""
+    code: dict[str, list[tuple[int, int]]] = {}
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and "x" in fields[1]:
+            start, end = (int(part, 16) for part in fields[0].split("-"))
+            code.setdefault(Path(fields[5].strip()).name, []).append((start, end))
+    return code
 
 
 def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target, model: Path,
                 inputs: list[np.ndarray], workdir: Path, num_outputs: int, *, threads: int = 1,
-                optimizations: str = "all", repeat: int = 1, qemu_args: tuple[str, ...] = (),
+                optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
                 timeout_s: float = RUN_TIMEOUT_S) -> PeerRun:
     """Run ``model`` on ``inputs`` with ONNX Runtime for riscv64, under ``qemu`` with ``target``'s CPU.
 
     ``optimizations``: ONNX Runtime's graph optimization level (OPTIMIZATIONS; ``ORACLE_LEVELS`` maps the oracle's
-    level to it), ``repeat``: runs in one session (counted runs of 1 and 2 differ by one run's work), ``qemu_args``
-    e.g. a -plugin.
+    level to it), ``repeat``: runs in one session (counted runs of 1 and 2 differ by one run's work), ``maps``: where
+    each library's code was (``PeerRun.library_of``, to attribute executed counts), ``qemu_args`` e.g. a -plugin.
     The guest sees the run's folder: the model, inputs and outputs by relative names, an empty environment, and
     addresses from QEMU's reserved range (``-R``, as iree-run-module's runs): executed counts are then exact from
     run to run (measured on mobilenetv3-cls: 460,551,185 twice; without -R 460,582,513 and 460,624,449).
@@ -100,12 +119,12 @@ def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target,
     out_names = [f"output_{i}.npy" for i in range(num_outputs)]
     for name, array in zip(in_names, inputs, strict=True):
         np.save(workdir / name, np.ascontiguousarray(array), allow_pickle=False)
-    for name in out_names:
+    for name in [*out_names, "maps.txt"]:
         (workdir / name).unlink(missing_ok=True)
     argv = [str(qemu.path), "-cpu", target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE, "-L", str(sysroot.path), *qemu_args,
             "-0", EXECUTABLE, str(harness), "model.onnx", *(f"--input=@{n}" for n in in_names),
             *(f"--output=@{n}" for n in out_names), f"--threads={threads}", f"--optimizations={optimizations}",
-            f"--repeat={repeat}"]
+            f"--repeat={repeat}", *(["--maps=@maps.txt"] if maps else [])]
     result = run_process(argv, timeout_s=timeout_s, env={}, cwd=workdir)
     if not result.ok:
         said = [line for line in result.stderr.splitlines() if line.startswith("ort_harness: ")]
@@ -116,7 +135,8 @@ def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target,
     timings = {parts[0]: int(parts[1]) for parts in map(str.split, result.stdout.splitlines())
                if len(parts) == 2 and parts[0] in ("session_us", "run_us") and parts[1].isdigit()}
     outputs = [np.load(workdir / name, allow_pickle=False) for name in out_names]
-    return PeerRun(outputs, result, timings.get("session_us", 0) / 1e6, timings.get("run_us", 0) / 1e6)
+    code = executable_ranges((workdir / "maps.txt").read_text()) if maps else None
+    return PeerRun(outputs, result, timings.get("session_us", 0) / 1e6, timings.get("run_us", 0) / 1e6, code)
 
 
 def main(argv: list[str] | None = None) -> int:
