@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.base.errors import RunFailed, ToolMissing
+from pytest_rvv.base.errors import RunFailed, RvvError, ToolMissing
 from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.base.tools import default_tools_dir, find_executable, version_output
@@ -151,10 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     except SysrootUnavailable as exc:
         print(f"[peers] {exc}", file=sys.stderr)
         return 3
+    except RvvError as exc:  # the tools folder cannot be written
+        print(f"[peers] {exc}", file=sys.stderr)
+        return 1
     log(sysroot.describe() + (f", fetched in {sysroot.fetch_s:.1f} s" if sysroot.fetched else ""))
     try:
         harness = build_harness(sysroot)
-    except ToolMissing as exc:
+    except RvvError as exc:
         print(f"[peers] {exc}", file=sys.stderr)
         return 1
     log(f"ONNX Runtime peer harness: {harness}")

@@ -29,7 +29,7 @@ from filelock import FileLock
 
 from pytest_rvv.base.errors import ToolMissing, first_lines
 from pytest_rvv.base.process import ProcessResult, run_process
-from pytest_rvv.base.store import content_sha
+from pytest_rvv.base.store import content_sha, storage_fault
 from pytest_rvv.base.tools import default_tools_dir
 
 ORT_VERSION = "1.21.0"
@@ -48,6 +48,7 @@ LIBRARY = "libonnxruntime.so.1.21"  # the soname the harness loads
 INCLUDE = "usr/include/onnxruntime"
 APT_TIMEOUT_S = 600.0
 SETUP_HINT = "then run 'bash scripts/setup.sh peers'"
+TOOLS_FIX = "set PYTEST_RVV_TOOLS_DIR to a writable folder"
 
 
 class SysrootUnavailable(ToolMissing):
@@ -137,6 +138,16 @@ def prepare_sysroot(tools_dir: Path | None = None, log=print) -> PeerSysroot:
     found = cached_sysroot(tools)
     if found is not None:
         return found
+    try:
+        return _prepare(tools, log)
+    except OSError as exc:  # a full disk, a read-only tools folder: one line, not a traceback
+        fault = storage_fault(exc, tools, TOOLS_FIX)
+        if fault is None:
+            raise
+        raise fault from None
+
+
+def _prepare(tools: Path, log) -> PeerSysroot:
     tools.mkdir(parents=True, exist_ok=True)
     final = sysroot_dir(tools)
     with FileLock(str(final) + ".lock", timeout=APT_TIMEOUT_S * 2):
