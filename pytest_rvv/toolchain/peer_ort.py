@@ -194,8 +194,7 @@ class _PrivateApt:
                     cache / "archives" / "partial"):
             sub.mkdir(parents=True, exist_ok=True)
         (state / "status").write_text("")  # nothing installed: every dependency is fetched
-        signed = f" signed-by={KEYRING}" if KEYRING.is_file() else ""
-        (etc / "sources.list").write_text(f"deb [arch={ARCH}{signed}] {mirror()} {SUITE} main\n")
+        (etc / "sources.list").write_text(f"deb [arch={ARCH} signed-by={KEYRING}] {mirror()} {SUITE} main\n")
         self.options = [
             f"-oAPT::Architecture={ARCH}", f"-oAPT::Architectures::={ARCH}",
             f"-oDir::Etc::SourceList={etc / 'sources.list'}", f"-oDir::Etc::SourceParts={etc / 'sources.list.d'}",
@@ -219,6 +218,9 @@ class _PrivateApt:
 def _fetch(staging: Path, log) -> dict[str, str]:
     """Download ``PACKAGES`` and their riscv64 dependencies into ``staging/debs`` and unpack them into
     ``staging/root``; returns package -> version."""
+    if not KEYRING.is_file():
+        raise SysrootUnavailable(f"no Debian archive keyring at {KEYRING} (apt checks Debian {SUITE}'s signatures "
+                                 f"with it): apt-get install debian-archive-keyring, {SETUP_HINT}")
     apt = _PrivateApt(staging / "apt")
     where = f"{mirror()} {SUITE}/main {ARCH}"
     log(f"fetching the package list of {where} (private apt configuration)")
