@@ -6,6 +6,7 @@
 #   bash scripts/setup.sh qemu       # only the plugin-capable QEMU build
 #   bash scripts/setup.sh python     # only the virtual environment
 #   bash scripts/setup.sh runtime    # only IREE's riscv64 runtime, built from IREE's source
+#   bash scripts/setup.sh peers      # only ONNX Runtime's riscv64 build (Debian 13) and its harness
 #
 # QEMU >= 9 is required for RVV work (Debian 12's 7.2 lacks riscv_hwprobe and crashes on RVV code),
 # and Debian's newer qemu-user packages are static builds that cannot load TCG plugins. So this
@@ -14,6 +15,9 @@
 # No registry ships IREE's runtime for riscv64 either: the `runtime` step builds a static
 # riscv64 iree-run-module (~1-3 min on 2 cores, once) from IREE's source, taken from
 # $PYTEST_RVV_IREE_SRC (a directory or .tar.xz) or a git clone at the compiler's commit.
+# The `peers` step fetches ONNX Runtime's riscv64 build and its dependencies from Debian 13 (trixie)
+# with a private apt configuration (the system's apt state stays as it is; ~10 MB, seconds) into
+# the tools cache, and cross-builds a small harness against its C API: the peer IREE is compared with.
 set -euo pipefail
 
 QEMU_VERSION=10.0.2
@@ -126,11 +130,23 @@ setup_runtime() {
     fi
 }
 
+setup_peers() {
+    # Exit 3: ONNX Runtime's riscv64 packages could not be fetched (the line above says why); go on.
+    local rc=0
+    "$VENV/bin/python" -m pytest_rvv.run.ort_harness || rc=$?
+    if [ "$rc" -eq 3 ]; then
+        log "no ONNX Runtime peer for riscv64 (see the line above): peer tests will skip until 'bash scripts/setup.sh peers' succeeds"
+    elif [ "$rc" -ne 0 ]; then
+        exit "$rc"
+    fi
+}
+
 case "${1:-all}" in
     system) setup_system ;;
     qemu) setup_qemu ;;
     python) setup_python ;;
     runtime) setup_runtime ;;
-    all) setup_system; setup_qemu; setup_python; setup_runtime ;;
-    *) echo "usage: $0 [all|system|qemu|python|runtime]" >&2; exit 2 ;;
+    peers) setup_peers ;;
+    all) setup_system; setup_qemu; setup_python; setup_runtime; setup_peers ;;
+    *) echo "usage: $0 [all|system|qemu|python|runtime|peers]" >&2; exit 2 ;;
 esac
