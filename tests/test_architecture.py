@@ -58,7 +58,7 @@ def test_no_modules_import_each_other_in_a_loop():
 # xdist is asked about (they are not pytest-rvv's settings). Passing the environment through to a child process
 # ({**os.environ, ...}) is no read.
 NOT_SETTINGS = {
-    ("session.py", '"PYTEST_XDIST_WORKER"'): "pytest-xdist's: which worker this process is (its board)",
+    ("run/choice.py", '"PYTEST_XDIST_WORKER"'): "pytest-xdist's: which worker this process is (its board)",
     ("measure/silicon.py", '"PYTEST_XDIST_WORKER_COUNT"'): "pytest-xdist's: how many workers share the machine",
 }
 READ = re.compile(r"\b(?:environ\.get|getenv|environ\.setdefault|environ\.pop)\(\s*([^,)]*)|\benviron\[\s*([^\]]*)\]")

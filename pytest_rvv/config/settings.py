@@ -121,6 +121,7 @@ GIT_URL_ENV = "PYTEST_RVV_IREE_GIT"
 TOOLS_DIR_ENV = "PYTEST_RVV_TOOLS_DIR"
 CACHE_HOME_ENV = "XDG_CACHE_HOME"
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+DEBIAN_MIRROR_ENV = "PYTEST_RVV_DEBIAN_MIRROR"
 IREE_GIT_URL = "https://github.com/iree-org/iree.git"
 
 
@@ -145,6 +146,8 @@ VARIABLES: tuple[Variable, ...] = (
              "are in it", "~/.cache"),
     Variable(SUMMARY_ENV, "GitHub Actions' job summary file: the verdict grid and the failures are appended to it",
              "no job summary"),
+    Variable(DEBIAN_MIRROR_ENV, "the Debian mirror ONNX Runtime's riscv64 build (the peer runtime) and its riscv64 "
+             "libraries are fetched from (toolchain/peer_ort.py)", "http://deb.debian.org/debian"),
 )
 DECLARED = frozenset({o.env for o in OPTIONS if o.env} | {v.name for v in VARIABLES})
 

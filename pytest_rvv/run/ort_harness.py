@@ -23,7 +23,8 @@ import numpy as np
 from pytest_rvv.base.errors import RunFailed, RvvError, ToolMissing
 from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.base.store import Store, content_sha, digest
-from pytest_rvv.base.tools import default_tools_dir, find_executable, version_output
+from pytest_rvv.base.tools import find_executable, version_output
+from pytest_rvv.config.settings import default_tools_dir
 from pytest_rvv.config.targets import Target
 from pytest_rvv.run.qemu import Qemu
 from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE

@@ -30,7 +30,8 @@ from filelock import FileLock
 from pytest_rvv.base.errors import ToolMissing, first_lines
 from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.base.store import content_sha, storage_fault
-from pytest_rvv.base.tools import default_tools_dir
+from pytest_rvv.config.settings import DEBIAN_MIRROR_ENV as MIRROR_ENV
+from pytest_rvv.config.settings import default_tools_dir, environment
 
 ORT_VERSION = "1.21.0"
 ORT_PACKAGE = "libonnxruntime1.21"  # Debian names the library package by its soname
@@ -39,7 +40,6 @@ PACKAGES = (ORT_PACKAGE, "libonnxruntime-dev")
 SUITE = "trixie"
 ARCH = "riscv64"
 MIRROR = "http://deb.debian.org/debian"
-MIRROR_ENV = "PYTEST_RVV_DEBIAN_MIRROR"  # another Debian mirror (or a local one) for the fetch
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 MARKER = ".pytest-rvv-sysroot.json"
 RECIPE = "peer-ort-sysroot-v1"
@@ -88,7 +88,7 @@ def sysroot_dir(tools_dir: Path | None = None) -> Path:
 
 
 def mirror() -> str:
-    return os.environ.get(MIRROR_ENV) or MIRROR
+    return environment(MIRROR_ENV) or MIRROR
 
 
 def damage(path: Path) -> str | None:
