@@ -162,15 +162,18 @@ def probe() -> Path:
         pytest.skip(str(exc))
 
 
-def traced(probe: Path, plugin: Path, out: Path, vlen: int = 256):
+def traced(probe: Path, plugin: Path, out: Path, vlen: int = 256, per_element: bool = False):
     target = BUILTIN_TARGETS[f"rv64gcv-zvl{vlen}b"]
-    trace = trace_program(find_qemu("riscv64"), target.emulator_cpu, probe, out, plugin, X60)
+    trace = trace_program(find_qemu("riscv64"), target.emulator_cpu, probe, out, plugin, X60, per_element)
     return by_symbol(trace, probe, KERNELS)
 
 
+@pytest.mark.parametrize("per_element", [False, True], ids=["per-instruction", "per-element"])
 @pytest.mark.parametrize("vlen", [128, 256, 512])
-def test_bytes_by_kind_of_access_equal_what_each_kernel_moves(probe, memtrace, tmp_path, vlen):
-    kernels_ = traced(probe, memtrace, tmp_path / "trace.txt", vlen)
+def test_bytes_by_kind_of_access_equal_what_each_kernel_moves(probe, memtrace, tmp_path, vlen, per_element):
+    """Unit-stride and whole-register accesses are computed once per instruction by default; QEMU's own reports,
+    one per element, must give the same bytes."""
+    kernels_ = traced(probe, memtrace, tmp_path / "trace.txt", vlen, per_element)
     moved = {name: (t.loaded, t.stored) for name, t in kernels_.items() if name in KERNELS[:5]}
     register_pairs = 10 * 2 * vlen // 8  # whole_copy: 10 x vl2re32.v / vs2r.v, two registers of VLEN bits each
     assert moved == {
@@ -183,6 +186,15 @@ def test_bytes_by_kind_of_access_equal_what_each_kernel_moves(probe, memtrace, t
     # one callback per element: a vector instruction is not counted once
     assert kernels_["unit_copy"].accesses == 2 * 1000
     assert kernels_["stream"].bytes_loaded == 4 * MiB
+
+
+def test_the_per_instruction_path_gives_what_qemu_reports_per_element(probe, memtrace, tmp_path):
+    fast = traced(probe, memtrace, tmp_path / "fast.txt")
+    slow = traced(probe, memtrace, tmp_path / "slow.txt", per_element=True)
+    assert {k: v for k, v in fast.items() if k != "whole_copy"} == {k: v for k, v in slow.items() if k != "whole_copy"}
+    # vs2r.v: one access per byte in QEMU's reports (EEW 8), per element of the encoding's width here: same bytes
+    assert (fast["whole_copy"].loaded, fast["whole_copy"].stored) == (slow["whole_copy"].loaded,
+                                                                        slow["whole_copy"].stored)
 
 
 def test_a_stream_far_beyond_l2_misses_each_line_once_in_l1_and_l2(probe, memtrace, tmp_path):
@@ -233,6 +245,10 @@ def test_a_matmul_s_dispatches_move_at_least_its_operands(tmp_path, memtrace, pa
     matmul = next(t for name, t in traffic.dispatches.items() if "matmul" in name)
     assert matmul.bytes_loaded >= 2 * operand
     assert matmul.loaded.get("unit", 0) + matmul.loaded.get("whole", 0) > 0  # its operands come in by vector loads
+    # what QEMU reports one element at a time gives the same traffic and misses, dispatch by dispatch
+    slow = measure_traffic(cell, tmp_path / "slow", per_element=True)
+    assert {k: t.as_json(LINE) for k, t in slow.dispatches.items()} == \
+        {k: t.as_json(LINE) for k, t in traffic.dispatches.items()}
     # every line an L1 miss brings in is a line some access touched
     for name, t in traffic.dispatches.items():
         assert 0 < t.l1_misses * LINE <= 2 * (t.bytes_loaded + t.bytes_stored), name

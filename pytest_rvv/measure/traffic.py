@@ -29,6 +29,7 @@ from pytest_rvv.run.qemu import Qemu
 from pytest_rvv.run.qemu_plugin import build_memtrace_plugin, check_plugin_support, memtrace_option
 from pytest_rvv.session import Cell
 
+GUEST_ADDRESS_SPACE = "0x200000000"  # 8 GiB reserved for the guest (QEMU -R)
 KINDS = ("scalar", "unit", "strided", "indexed", "whole")  # scalar, and RVV unit-stride / strided / indexed / whole
 NAMESPACE = "traffic"
 RECIPE = "traffic-v1"
@@ -186,20 +187,25 @@ def attribute_traffic(trace: Trace, executables: tuple[Path, ...], arch: str) ->
 
 
 def trace_program(qemu: Qemu, cpu: str, program: Path, out: Path, plugin: Path,
-                  caches: CacheHierarchy | None, timeout_s: float = 300) -> Trace:
-    """Run a static riscv64 ``program`` under ``qemu -cpu cpu`` with the plugin and read its trace."""
-    argv = [str(qemu.path), "-cpu", cpu, *memtrace_option(plugin, out, caches.geometry if caches else None),
-            str(program)]
+                  caches: CacheHierarchy | None, per_element: bool = False, timeout_s: float = 300) -> Trace:
+    """Run a static riscv64 ``program`` under ``qemu -cpu cpu`` with the plugin and read its trace. The guest's
+    address space is reserved up front (as run/runner.py does for modules), so its stack does not follow the host's
+    ASLR: the cache model's misses and write-backs are then the same from run to run."""
+    argv = [str(qemu.path), "-cpu", cpu, "-R", GUEST_ADDRESS_SPACE,
+            *memtrace_option(plugin, out, caches.geometry if caches else None, per_element), str(program)]
     result = run_process(argv, timeout_s=timeout_s)
     if not result.ok:
         raise RvvError(f"{program.name} {result.status()} under the memory-trace plugin: {result.stderr[-300:]}")
     return parse_trace(out.read_text(), out)
 
 
-def measure_traffic(cell: Cell, workdir: Path, core: str = "spacemit-x60") -> Traffic:
+def measure_traffic(cell: Cell, workdir: Path, core: str = "spacemit-x60", per_element: bool = False) -> Traffic:
     """Run the cell's module once under QEMU with the memory-trace plugin and ``core``'s cache model, kept in the
     store by content (module, runtime, QEMU and its CPU, plugin, inputs, caches). The run's outputs must agree with
-    onnxruntime: the traffic of a wrong result is refused. A core without published caches is one ConfigError."""
+    onnxruntime: the traffic of a wrong result is refused. A core without published caches is one ConfigError.
+
+    ``per_element``: every access as QEMU reports it, one element at a time (about 30x slower on vector code; the
+    default computes unmasked unit-stride and whole-register accesses once per instruction, with the same result)."""
     caches = cache_hierarchy(core)
     runner, oracle = cell.given()
     if runner.qemu is None:
@@ -210,13 +216,13 @@ def measure_traffic(cell: Cell, workdir: Path, core: str = "spacemit-x60") -> Tr
     inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in oracle.inputs])
     key = digest([RECIPE, content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
                   str(runner.runtime.sysroot), content_sha(runner.qemu.path), runner.target.emulator_cpu,
-                  content_sha(plugin), repr(caches.geometry), inputs_key])
+                  content_sha(plugin), repr(caches.geometry), str(per_element), inputs_key])
 
     def emulate(tmp: Path) -> dict[str, Any]:
         out = tmp / "trace.txt"
         started = time.monotonic()
         outcome = runner.run(artifact, oracle.inputs, workdir, len(oracle.outputs), cell.timeout_s,
-                             qemu_args=memtrace_option(plugin, out, caches.geometry))
+                             qemu_args=memtrace_option(plugin, out, caches.geometry, per_element))
         wall_s = time.monotonic() - started
         agreement = compare(outcome.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
         if not agreement.ok:  # nothing is kept from a run whose result is wrong
