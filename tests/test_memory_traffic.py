@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from pytest_rvv.base.cbuild import build_riscv64_static
-from pytest_rvv.base.errors import ConfigError, ToolMissing
+from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
 from pytest_rvv.base.store import Store
-from pytest_rvv.config.cores import CACHES, cache_hierarchy
+from pytest_rvv.config.cores import CACHES, CacheHierarchy, CacheLevel, cache_hierarchy
 from pytest_rvv.config.kernels import kernels
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS
@@ -253,3 +253,10 @@ def test_a_matmul_s_dispatches_move_at_least_its_operands(tmp_path, memtrace, pa
     for name, t in traffic.dispatches.items():
         assert 0 < t.l1_misses * LINE <= 2 * (t.bytes_loaded + t.bytes_stored), name
         assert t.l2_misses <= t.l1_misses, name
+
+
+def test_a_cache_geometry_the_model_cannot_take_is_refused_in_one_line(probe, memtrace, tmp_path):
+    odd = CacheHierarchy(CacheLevel(48 * KiB, 4), CacheLevel(512 * KiB, 16), "made up: 192 sets")
+    with pytest.raises(RvvError, match="sets and line must be powers of two"):
+        trace_program(find_qemu("riscv64"), BUILTIN_TARGETS["rv64gcv-zvl256b"].emulator_cpu, probe,
+                      tmp_path / "t.txt", memtrace, odd)
