@@ -4,6 +4,11 @@ and DRAM bytes, from one run under QEMU with the rvv_memtrace plugin (run/rvv_me
 The plugin totals every instruction that accessed memory; here they are attributed to the dispatch whose code the
 instruction is, by the same load-address vote the executed counts use (measure/counts.py), or to a symbol of a
 static program (``by_symbol``, for hand-written kernels).
+
+What the model is not (read before trusting a figure): one core's L1D and an L2 it has alone (local-sync runs one
+thread), indexed by guest virtual addresses, LRU, no prefetcher; caches start warm with whatever the runtime touched
+before the dispatch (its inputs, just read from .npy files); a dirty line's write-back is charged to the instruction
+whose miss evicted it (possibly in the next dispatch), and lines still dirty at exit are never written back.
 """
 
 from __future__ import annotations
