@@ -39,20 +39,21 @@ def build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *
     return store.get_or_build("c-builds", key, build).file(output)
 
 
-def build_riscv64_static(store: Store, source: str, output: str, purpose: str) -> Path:
-    """``source`` (C) as a static riscv64 Linux program for rv64gc (it runs on any riscv64 machine), cross-built with
-    clang-22 once per source and compiler; ``purpose`` names it in the one line a missing tool gives."""
+def build_riscv64_static(store: Store, source: str, output: str, purpose: str, march: str = "rv64gc") -> Path:
+    """``source`` (C) as a static riscv64 Linux program for ``march`` (rv64gc by default: it runs on any riscv64
+    machine), cross-built with clang-22 once per source and compiler; ``purpose`` names it in the one line a missing
+    tool gives."""
     clang = find_executable("clang-22")
     if clang is None:
         raise ToolMissing(f"clang-22 not found (it builds {purpose}): apt-get install clang-22 "
                           "(or bash scripts/setup.sh system)")
-    key = digest(["riscv64-static-v1", output, source, version_output(clang)])
+    key = digest(["riscv64-static-v1", output, source, version_output(clang), *([march] if march != "rv64gc" else [])])
 
     def build(tmp: Path) -> dict[str, object]:
         work = tmp / ".src"
         work.mkdir()
         (work / f"{output}.c").write_text(source)
-        result = run_process([str(clang), "--target=riscv64-linux-gnu", "-march=rv64gc", "-O2", "-static", "-o",
+        result = run_process([str(clang), "--target=riscv64-linux-gnu", f"-march={march}", "-O2", "-static", "-o",
                               tmp / output, work / f"{output}.c"], timeout_s=300)
         shutil.rmtree(work)
         if not result.ok:

@@ -63,3 +63,55 @@ def machine_core(uarch: str, marchid: str) -> Core | None:
     """The modelled core a machine's /proc/cpuinfo names (uarch, else marchid), or None."""
     name = MACHINE_CORES.get(uarch.strip().lower()) or MACHINE_CORES.get(marchid.strip().lower())
     return CORES.get(name) if name else None
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One cache level as the memory-traffic model simulates it: size, associativity and line, in bytes."""
+
+    size: int
+    ways: int
+    line: int = 64
+
+    @property
+    def sets(self) -> int:
+        return self.size // (self.ways * self.line)
+
+
+@dataclass(frozen=True)
+class CacheHierarchy:
+    """A core's private L1 data cache and the L2 behind it, with where the figures were published."""
+
+    l1d: CacheLevel
+    l2: CacheLevel
+    source: str
+
+    @property
+    def geometry(self) -> tuple[int, int, int, int, int]:
+        """What the rvv_memtrace plugin takes: L1 sets, L1 ways, L2 sets, L2 ways, line bytes."""
+        return (self.l1d.sets, self.l1d.ways, self.l2.sets, self.l2.ways, self.l1d.line)
+
+
+# Cache hierarchies of the modelled cores, from published descriptions only (a core without one is left out, and
+# asking for its traffic is one ConfigError line):
+# - spacemit-x60 (SpacemiT K1): 32 KiB L1D per core, 512 KiB L2 shared by a cluster of 4 (Banana Pi's K1 datasheet);
+#   64-byte lines (the K1 device tree's riscv,cbom-block-size = 64 and its zic64b); L1D 4-way x 128 sets and L2
+#   16-way x 512 sets: Yixun Lan (SpacemiT K1 maintainer) reviewing the initial K1 device tree on linux-riscv, 2024
+#   ("L1 cache is 4way, 128sets, 32KB ... L2 cache is 16way, 512sets, 512KB"). One thread runs alone in its
+#   cluster here (local-sync), so it has the whole L2.
+# - sifive-x280: 32 KiB L1D per core and a private L2 (WikiChip on SiFive's X280, 2022), but no L2 size or
+#   associativity found published: not modelled.
+# - sifive-p670, andes-ax45mpv: no published cache sizes found: not modelled.
+CACHES: dict[str, CacheHierarchy] = {
+    "spacemit-x60": CacheHierarchy(CacheLevel(32 * 1024, 4), CacheLevel(512 * 1024, 16),
+                                   "K1 datasheet (sizes); K1 device-tree review by its maintainer (ways, sets)"),
+}
+
+
+def cache_hierarchy(name: str) -> CacheHierarchy:
+    """The published cache hierarchy of core ``name``; one ConfigError line for a core without one."""
+    found = CACHES.get(name)
+    if found is None:
+        raise ConfigError(f"core {name!r} has no published cache parameters to model its memory traffic; "
+                          f"modelled: {', '.join(CACHES)}")
+    return found

@@ -272,3 +272,18 @@ def lane_occupancy(counts: ExecutedCounts, loaded: list[tuple[_Library, int]]) -
                 sums[key] = sums.get(key, NO_ELEMENTS) + e
     return {"vlen": counts.vlen, "total": sum(sums.values(), NO_ELEMENTS).as_json(),
             "dispatches": {k: sums[k].as_json() for k in sorted(sums, key=natural_order)}}
+
+
+def loaded_libraries(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) -> list[tuple[_Library, int]]:
+    """Each dispatch library the run loaded, with where it was loaded (voted by the run's translated blocks)."""
+    return list(_loaded_libraries(counts, executables, arch))
+
+
+def dispatch_at(loaded: list[tuple[_Library, int]], vaddr: int) -> str | None:
+    """The dispatch whose instruction starts at run-time address ``vaddr``; None outside every dispatch."""
+    for library, base in loaded:
+        at = bisect.bisect_left(library.addresses, vaddr - base)
+        if at < len(library.addresses) and library.addresses[at] == vaddr - base \
+                and library.instructions[at].function != OUTSIDE:
+            return dispatch_key(library.instructions[at].function)
+    return None

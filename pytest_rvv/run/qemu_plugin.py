@@ -30,3 +30,23 @@ def check_plugin_support(qemu: Qemu) -> None:
 
 def plugin_option(plugin: Path, out: Path, elements: bool) -> tuple[str, str]:
     return ("-plugin", f"{plugin},out={out},elements={'on' if elements else 'off'}")
+
+
+MEMTRACE_SOURCES = ("rvv_memtrace.c", "qemu_plugin_api.h", "qemu_plugin_mem_api.h")
+
+
+def build_memtrace_plugin(store: Store) -> Path:
+    """Compile rvv_memtrace.c (memory traffic and a cache model per instruction), cached like the counter."""
+    return build_c(store, "pytest_rvv.run", MEMTRACE_SOURCES, "rvv_memtrace.so", shared=True)
+
+
+def memtrace_option(plugin: Path, out: Path, cache: tuple[int, int, int, int, int] | None,
+                    per_element: bool = False) -> tuple[str, str]:
+    """The -plugin argument of a traced run; ``cache``: L1 sets, L1 ways, L2 sets, L2 ways, line bytes;
+    ``per_element``: every access reported by QEMU one element at a time (slow; what the fast path must equal)."""
+    argument = f"{plugin},out={out}"
+    if cache is not None:
+        argument += ",cache=" + ":".join(str(v) for v in cache)
+    if per_element:
+        argument += ",per-element=on"
+    return ("-plugin", argument)
