@@ -213,14 +213,16 @@ def measure_traffic(cell: Cell, workdir: Path, core: str = "spacemit-x60", per_e
     default computes unmasked unit-stride and whole-register accesses once per instruction, with the same result)."""
     caches = cache_hierarchy(core)
     runner, oracle = cell.given()
-    if runner.qemu is None:
-        raise ValueError(f"memory traffic needs an emulated target, not {runner.target.name}")
-    check_plugin_support(runner.qemu)
+    if not runner.capabilities.counted:
+        raise ValueError(f"memory traffic needs an emulated target: {runner.target.name} runs "
+                         f"{runner.capabilities.where}")
+    qemu = runner.emulator()
+    check_plugin_support(qemu)
     plugin = build_memtrace_plugin(cell.store)
     artifact = cell.artifact
     inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in oracle.inputs])
     key = digest([RECIPE, content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
-                  str(runner.runtime.sysroot), content_sha(runner.qemu.path), runner.target.emulator_cpu,
+                  str(runner.runtime.sysroot), content_sha(qemu.path), runner.target.emulator_cpu,
                   content_sha(plugin), repr(caches.geometry), str(per_element), inputs_key])
 
     def emulate(tmp: Path) -> dict[str, Any]:
