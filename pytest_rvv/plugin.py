@@ -16,7 +16,7 @@ import pytest
 
 from pytest_rvv import fixtures
 from pytest_rvv.base.errors import ConfigError, PathUnavailable, RuntimeNotProvided, RvvError, ToolMissing
-from pytest_rvv.base.record import leave
+from pytest_rvv.base.record import Record, leave
 from pytest_rvv.base.stages import StageProfile
 from pytest_rvv.base.store import check_writable
 from pytest_rvv.base.tools import default_tools_dir
@@ -40,7 +40,7 @@ from pytest_rvv.report.html import CHECKS, CellOutcomes, RunReport
 from pytest_rvv.report.notices import SessionNotices
 from pytest_rvv.report.performance import PerformanceCollector, write_report
 from pytest_rvv.report.sections import Sections, Written
-from pytest_rvv.report.terminal import expected_failure_lines, terminal_blocks
+from pytest_rvv.report.terminal import ExpectedFailureSeen, terminal_blocks
 from pytest_rvv.report.vectorization import VectorizationSummary
 from pytest_rvv.session import RvvSession
 from pytest_rvv.toolchain.choice import NoRuntimeLoads
@@ -284,15 +284,22 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if SECTIONS_KEY not in config.stash:
         return
     sections, written = config.stash[SECTIONS_KEY]
-    expected: list[str] = []
-    if "x" not in terminalreporter.reportchars:
-        reasons = [str(getattr(report, "wasxfail", "")) for report in terminalreporter.stats.get("xfailed", [])]
-        expected = expected_failure_lines(reasons, config.stash[SESSION_KEY].settings.known_targets)
+    xfailed = terminalreporter.stats.get("xfailed", []) if "x" not in terminalreporter.reportchars else []
+    expected = [_expected_failure(report) for report in xfailed]
     for title, lines in terminal_blocks(sections, config.get_verbosity() > 0, written, expected):
         if title is not None:
             terminalreporter.section(title, sep="-")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def _expected_failure(report: pytest.TestReport) -> ExpectedFailureSeen:
+    """An xfailed test as the summary groups it: its reason, its parameters without the target, the target."""
+    cell = Record.of(report).cell
+    test_id = report.nodeid.partition("[")[2].removesuffix("]") or report.nodeid
+    target = cell[1] if cell is not None and test_id.endswith(f"-{cell[1]}") else None
+    subject = test_id.removesuffix(f"-{target}") if target is not None else test_id
+    return ExpectedFailureSeen(str(getattr(report, "wasxfail", "")), subject, target)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_rvv.judge.policy import REGRESSED
@@ -27,11 +28,11 @@ CHANGED_SHOWN = 10  # vectorization results with a change, shown by default (-v 
 
 
 def terminal_blocks(sections: Sections, verbose: bool, written: Written | None = None,
-                    expected: Iterable[str] = ()) -> list[Block]:
-    """What the terminal prints: with ``verbose`` the tables first, then always the summary; ``expected`` are the
-    lines of the run's expected failures (``expected_failure_lines``)."""
+                    expected: Iterable[ExpectedFailureSeen] = ()) -> list[Block]:
+    """What the terminal prints: with ``verbose`` the tables first, then always the summary; ``expected``: the run's
+    expected failures, to be told one line per cause (none when pytest's ``-rx`` lists each)."""
     blocks = tables(sections) if verbose else []
-    blocks.append((SUMMARY, summary_lines(sections, verbose, written, list(expected))))
+    blocks.append((SUMMARY, summary_lines(sections, verbose, written, expected_failure_lines(expected))))
     if sections.improvements:
         blocks.append((IMPROVEMENTS, sorted(sections.improvements)))
     if review := review_lines(sections.vectorization):
@@ -135,20 +136,42 @@ def report_lines(written: Written | None, verbose: bool) -> list[str]:
     return lines
 
 
-def expected_failure_lines(reasons: Iterable[str], targets: Iterable[str]) -> list[str]:
+@dataclass(frozen=True)
+class ExpectedFailureSeen:
+    """An expected failure of the run: its reason, what failed (the test's parameters without the target: a model,
+    an ONNX node test) and the target it failed on (None when the test has none)."""
+
+    reason: str
+    subject: str
+    target: str | None = None
+
+    @property
+    def cause(self) -> tuple[str, str]:
+        """What failed and how (the reason up to its first colon, the target's name taken out): the same on every
+        target, whatever target-specific detail the rest of the message carries."""
+        return self.subject, self.generic.partition(": ")[0]
+
+    @property
+    def generic(self) -> str:
+        """The reason with the target's name as ``<target>``."""
+        if self.target is None:
+            return self.reason
+        return re.sub(rf"(?<![\w.-]){re.escape(self.target)}(?![\w.-])", "<target>", self.reason)
+
+
+def expected_failure_lines(failures: Iterable[ExpectedFailureSeen]) -> list[str]:
     """The run's expected failures, one line per cause with how many tests it stands for (as pytest's ``-rs``
-    groups skips, and like its lines not cut to the terminal's width): reasons that differ only in a target's name
-    are one cause, its targets named at the end."""
-    names = sorted(targets, key=len, reverse=True)  # rv64gcv-zvl256b-mmt4d before rv64gcv-zvl256b
-    pattern = re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, names)) + r")(?![\w.-])") if names else None
-    causes: dict[str, tuple[list[str], dict[str, None]]] = {}
-    for reason in reasons:
-        generic = pattern.sub("<target>", reason) if pattern else reason
-        texts, where = causes.setdefault(generic, ([], {}))
-        texts.append(reason)
-        where.update(dict.fromkeys(pattern.findall(reason) if pattern else []))
-    return [f"XFAIL [{len(texts)}] " + (f"{generic} (<target>: {', '.join(where)})" if len(where) > 1 else texts[0])
-            for generic, (texts, where) in sorted(causes.items(), key=lambda kv: (-len(kv[1][0]), kv[0]))]
+    groups skips, and like its lines not cut to the terminal's width); a cause seen on several targets is told
+    once, its targets named at the end."""
+    causes: dict[tuple[str, str], list[ExpectedFailureSeen]] = {}
+    for failure in failures:
+        causes.setdefault(failure.cause, []).append(failure)
+    lines = []
+    for _, seen in sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        targets = sorted({f.target for f in seen if f.target is not None})
+        text = f"{seen[0].generic} (<target>: {', '.join(targets)})" if len(targets) > 1 else seen[0].reason
+        lines.append(f"XFAIL [{len(seen)}] {text}")
+    return lines
 
 
 def _cells(keyed: dict[Any, Any]) -> str:
