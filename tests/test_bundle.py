@@ -168,7 +168,7 @@ def test_a_run_on_a_modelled_core_is_a_calibration_point_beside_its_estimate(bun
     facts = results / "facts.txt"
     facts.write_text(facts.read_text().replace("uarch=qemu", "uarch=spacemit,x60"))
     report = tmp_path / "report"
-    judged = judge(project, results, f"--rvv-report={report}", targets="rv64gcv-zvl256b")
+    judged = judge(project, results, f"--rvv-report={report}", "-v", targets="rv64gcv-zvl256b")  # -v: Table 1
     judged.assert_outcomes(passed=2)
     judged.stdout.fnmatch_lines(["*| est. / measured on that machine's core |",
                                  "| mlp | rv64gcv-zvl256b on board spacemit-x60-*h-vlen256 | *| *x (X60: * / * ms) |"])
