@@ -15,6 +15,7 @@ import pytest
 
 from pytest_rvv.report.html import badges, verdict
 from pytest_rvv.report.results import schema
+from pytest_rvv.report.terminal import ExpectedFailureSeen, expected_failure_lines
 
 from .conftest import SUITE_COPY_IGNORE, SUITES
 
@@ -220,3 +221,19 @@ def test_a_regressed_run_still_shows_its_regressed_rows_and_failure(recorded, pr
     result.stdout.fnmatch_lines(["performance regression: mlp on rv64gc", "*module_bytes * +* exact  REGRESSED",
                                  "*- rvv summary -*", f"REGRESSED mlp on rv64gc: module_bytes {now - 100} -> {now}",
                                  "FAILED performance/test_performance.py::test_no_slower_or_bigger[[]mlp-rv64gc[]]*"])
+
+
+def test_expected_failures_are_one_line_per_cause_naming_its_targets_once():
+    """A cause is what failed and how: the same message on two targets, apart from the target and its emulator's CPU,
+    is one line; another test's failure is its own."""
+    seen = [ExpectedFailureSeen(f"expected run failure: test_cast for {target} under qemu -cpu {cpu}: UNIMPLEMENTED",
+                                "test_cast", target)
+            for target, cpu in (("rv64gcv-zvl256b", "rv64,v=true,vlen=256"), ("rv64gc", "rv64,v=false"))]
+    seen += [ExpectedFailureSeen("LLVM's X60 model is 4x slow at m8", "spacemit-x60-vmacc.vv-e32m8"),
+             ExpectedFailureSeen("expected compile failure on rv64gcv-zvl256b: no f16 without +zvfh (try rv64gc)",
+                                 "squeezenet1.1-f16", "rv64gcv-zvl256b")]
+    assert expected_failure_lines(seen) == [
+        "XFAIL [2] expected run failure: test_cast for <target> under qemu -cpu rv64,v=true,vlen=256: UNIMPLEMENTED "
+        "(<target>: rv64gc, rv64gcv-zvl256b)",
+        "XFAIL [1] LLVM's X60 model is 4x slow at m8",
+        "XFAIL [1] expected compile failure on rv64gcv-zvl256b: no f16 without +zvfh (try rv64gc)"]
