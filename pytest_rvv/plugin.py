@@ -262,7 +262,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     collectors, rvv = config.stash[COLLECTORS_KEY], config.stash[SESSION_KEY]
     settings = rvv.settings
-    baselines = []
+    baselines: list[str] = []
     if config.getoption("update_baselines"):
         recorder = BaselineRecorder(settings.root / PERF_BASELINES, rvv.machine, settings.known_targets,
                                     settings.tolerances)

@@ -91,7 +91,7 @@ def test_a_machine_lacking_an_extension_or_the_vlen_refuses_the_cell_in_one_line
 
 def test_judged_results_agree_as_the_suites_do_and_are_that_machines_numbers(bundled, tmp_path):
     project, _, results, _ = bundled
-    judged = judge(project, results, f"--rvv-report={tmp_path / 'report'}")
+    judged = judge(project, results, f"--rvv-report={tmp_path / 'report'}", "-v")  # -v: Table 1
     judged.assert_outcomes(passed=4, skipped=2)  # the f16 target's agreement and performance: refused there
     judged.stdout.fnmatch_lines([
         f"rvv: bundle results {results}: machine qemu-*h-vlen256 (qemu, * harts, VLEN 256, kernel *; id *), 3 cells, "
