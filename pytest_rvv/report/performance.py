@@ -313,7 +313,6 @@ class PerformanceCollector:
     workers' too); plugin.py hands them to the reports at the session's end (report/sections.py)."""
 
     def __init__(self, session: RvvSession) -> None:
-        self.session = session
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self.verdicts: dict[tuple[str, str], list[Any]] = {}  # (metric, baseline, now, verdict) per judged cell
         self.notes: dict[str, list[str]] = {}  # the same note on many tests is shown once, with a count
