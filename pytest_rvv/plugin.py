@@ -16,7 +16,7 @@ import pytest
 
 from pytest_rvv import fixtures
 from pytest_rvv.base.errors import ConfigError, PathUnavailable, RuntimeNotProvided, RvvError, ToolMissing
-from pytest_rvv.base.record import leave
+from pytest_rvv.base.record import Record, leave
 from pytest_rvv.base.stages import StageProfile
 from pytest_rvv.base.store import check_writable
 from pytest_rvv.bundle.collect import BundleWriter
@@ -31,12 +31,15 @@ from pytest_rvv.fixtures import REFERENCE_KEY, SESSION_KEY
 from pytest_rvv.judge.applicable import MACHINES, recorded_toolchains
 from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.judge.expectations import ExpectedFailure, ExpectedFailureUpdater, load_expected_failures, phase_of
+from pytest_rvv.judge.recorder import BaselineRecorder
 from pytest_rvv.measure.calibration import InstructionTiming
 from pytest_rvv.model.model import Model
 from pytest_rvv.report.agreement import AgreementSummary
-from pytest_rvv.report.html import CHECKS, RunReport
+from pytest_rvv.report.html import CHECKS, CellOutcomes, RunReport
 from pytest_rvv.report.notices import SessionNotices
-from pytest_rvv.report.performance import PerformanceCollector
+from pytest_rvv.report.performance import PerformanceCollector, write_report
+from pytest_rvv.report.sections import Sections, Written
+from pytest_rvv.report.terminal import ExpectedFailureSeen, terminal_blocks
 from pytest_rvv.report.vectorization import VectorizationSummary
 from pytest_rvv.session import RvvSession
 from pytest_rvv.toolchain.choice import NoRuntimeLoads
@@ -51,6 +54,32 @@ KERNELS_MARK = "rvv_kernels"  # a test over the kernel suite's cells (config/ker
 DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
 # the expected failures per (target, model), applied to the collected tests
 EXPECTED_KEY = pytest.StashKey[dict[tuple[str, str], ExpectedFailure]]()
+
+
+@dataclasses.dataclass(frozen=True)
+class Collectors:
+    """The collectors whose results become the run's report sections (report/sections.py), assembled once."""
+
+    outcomes: CellOutcomes
+    performance: PerformanceCollector
+    vectorization: VectorizationSummary
+    agreement: AgreementSummary
+    comparison: ComparisonSummary
+
+    def sections(self, baselines: list[str]) -> Sections:
+        performance, vectorization = self.performance, self.vectorization
+        return Sections(
+            tests=self.outcomes.tests, performance=performance.rows, verdicts=performance.verdicts,
+            notes=performance.notes, improvements=performance.improvements, pairs=performance.pairs,
+            kernels=performance.kernels, kernel_cells=len(performance.kernel_cells), estimator=performance.estimator,
+            vectorization=vectorization.results, unused_snapshots=vectorization.unused_snapshots(),
+            lanes=vectorization.lanes, agreement=self.agreement.errors, comparisons=self.comparison.records,
+            kernel_changes=self.comparison.kernels, baselines=baselines)
+
+
+COLLECTORS_KEY = pytest.StashKey[Collectors]()
+# the run's sections and what --rvv-report wrote, assembled at the session's end for the terminal summary
+SECTIONS_KEY = pytest.StashKey[tuple[Sections, Written | None]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -142,25 +171,24 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[REFERENCE_KEY] = RvvSession(settings, toolchain=reference, reference=True)
     if settings.bundle is not None and not hasattr(config, "workerinput"):
         config.pluginmanager.register(BundleWriter(session, str(settings.bundle)), "rvv-bundle")
-    config.pluginmanager.register(ComparisonSummary(config.getoption("rvv_report"),
-                                                    settings.kernels.cells if settings.kernels else ()),
-                                  "rvv-toolchain-comparison")
+    comparison = ComparisonSummary(config.getoption("rvv_report"), settings.kernels.cells if settings.kernels else ())
+    config.pluginmanager.register(comparison, "rvv-toolchain-comparison")
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "rvv-fixtures")
     known_ids = {f"{m}-{t}" for m in settings.every_model_name for t in settings.known_targets}
     known_ids |= settings.kernels.every_id if settings.kernels else set()
-    config.pluginmanager.register(VectorizationSummary(config.rootpath, known_ids), "rvv-vectorization-summary")
-    collector = PerformanceCollector(config, settings.root / PERF_BASELINES, config.stash[SESSION_KEY])
-    config.pluginmanager.register(collector, "rvv-performance")
+    collectors = Collectors(CellOutcomes(), PerformanceCollector(session),
+                            VectorizationSummary(config.rootpath, known_ids), AgreementSummary(), comparison)
+    config.pluginmanager.register(collectors.outcomes, "rvv-outcomes")
+    config.pluginmanager.register(collectors.vectorization, "rvv-vectorization-summary")
+    config.pluginmanager.register(collectors.performance, "rvv-performance")
+    config.stash[COLLECTORS_KEY] = collectors
     config.pluginmanager.register(ExpectedFailureUpdater(settings.expected_failures, expected),
                                   "rvv-expected-failures")
     config.pluginmanager.register(ConformanceTracker(config, settings.root), "rvv-conformance")
-    config.pluginmanager.register(AgreementSummary(), "rvv-agreement")
+    config.pluginmanager.register(collectors.agreement, "rvv-agreement")
     config.pluginmanager.register(StageProfile(bool(config.getoption("rvv_profile")) or config.option.verbose > 0),
                                   "rvv-stage-profile")
-    if report_dir := config.getoption("rvv_report"):
-        config.pluginmanager.register(RunReport(config, session, Path(report_dir),
-                                                lambda: config.stash.get(REFERENCE_KEY, None)), "rvv-run-report")
 
 
 def _check_directories(config: pytest.Config, settings: Settings, notices: SessionNotices) -> None:
@@ -222,6 +250,55 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if SESSION_KEY in config.stash:
         config.stash[SESSION_KEY].close()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On the controller, once: the recorder writes the baselines (--update-baselines), the sections are assembled
+    from the collectors and handed to the reports --rvv-report writes, and kept for the terminal summary."""
+    config = session.config
+    if hasattr(config, "workerinput") or COLLECTORS_KEY not in config.stash:
+        return
+    collectors, rvv = config.stash[COLLECTORS_KEY], config.stash[SESSION_KEY]
+    settings = rvv.settings
+    baselines: list[str] = []
+    if config.getoption("update_baselines"):
+        recorder = BaselineRecorder(settings.root / PERF_BASELINES, rvv.machine, settings.known_targets,
+                                    settings.tolerances)
+        baselines = recorder.record(collectors.performance.rows.values())
+    sections = collectors.sections(baselines)
+    written = None
+    if report := config.getoption("rvv_report"):
+        directory = Path(report)
+        files = (write_report(directory, sections.performance, sections.pairs, sections.kernels, sections.estimator)
+                 if sections.performance else [])
+        page = RunReport(config, rvv, directory, lambda: config.stash.get(REFERENCE_KEY, None)).write(sections)
+        written = Written(directory, files, page)
+    config.stash[SECTIONS_KEY] = (sections, written)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One screen by default: each section in a line, what changed or regressed, the expected failures by cause
+    (unless -r lists them one by one) and where the report is; -v adds every table (report/terminal.py)."""
+    if SECTIONS_KEY not in config.stash:
+        return
+    sections, written = config.stash[SECTIONS_KEY]
+    xfailed = terminalreporter.stats.get("xfailed", []) if "x" not in terminalreporter.reportchars else []
+    expected = [_expected_failure(report) for report in xfailed]
+    for title, lines in terminal_blocks(sections, config.get_verbosity() > 0, written, expected):
+        if title is not None:
+            terminalreporter.section(title, sep="-")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def _expected_failure(report: pytest.TestReport) -> ExpectedFailureSeen:
+    """An xfailed test as the summary groups it: its reason, its parameters without the target, the target."""
+    cell = Record.of(report).cell
+    test_id = report.nodeid.partition("[")[2].removesuffix("]") or report.nodeid
+    target = cell[1] if cell is not None and test_id.endswith(f"-{cell[1]}") else None
+    subject = test_id.removesuffix(f"-{target}") if target is not None else test_id
+    return ExpectedFailureSeen(str(getattr(report, "wasxfail", "")), subject, target)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -114,7 +114,7 @@ def board_project(project, sshds, tmp_path):
 def test_the_suites_run_on_a_board_and_copy_each_file_once(board_project, tmp_path):
     args = ("correctness", "performance", "vectorization/test_executed_vectorization.py", "--rvv-models=mlp",
             f"--rvv-targets=rv64gcv-zvl{VLEN}b", "--rvv-board=a")
-    first = board_project.run(*args, "--update-baselines")
+    first = board_project.run(*args, "--update-baselines", "-v")  # -v: Table 1
     first.assert_outcomes(passed=3, skipped=1)
     first.stdout.fnmatch_lines([
         f"rvv: board a ({getpass.getuser()}@127.0.0.1): VLEN {VLEN}, kernel *, GNU time yes, perf counters *",

@@ -91,7 +91,7 @@ def test_a_machine_lacking_an_extension_or_the_vlen_refuses_the_cell_in_one_line
 
 def test_judged_results_agree_as_the_suites_do_and_are_that_machines_numbers(bundled, tmp_path):
     project, _, results, _ = bundled
-    judged = judge(project, results, f"--rvv-report={tmp_path / 'report'}")
+    judged = judge(project, results, f"--rvv-report={tmp_path / 'report'}", "-v")  # -v: Table 1
     judged.assert_outcomes(passed=4, skipped=2)  # the f16 target's agreement and performance: refused there
     judged.stdout.fnmatch_lines([
         f"rvv: bundle results {results}: machine qemu-*h-vlen256 (qemu, * harts, VLEN 256, kernel *; id *), 3 cells, "
@@ -168,7 +168,7 @@ def test_a_run_on_a_modelled_core_is_a_calibration_point_beside_its_estimate(bun
     facts = results / "facts.txt"
     facts.write_text(facts.read_text().replace("uarch=qemu", "uarch=spacemit,x60"))
     report = tmp_path / "report"
-    judged = judge(project, results, f"--rvv-report={report}", targets="rv64gcv-zvl256b")
+    judged = judge(project, results, f"--rvv-report={report}", "-v", targets="rv64gcv-zvl256b")  # -v: Table 1
     judged.assert_outcomes(passed=2)
     judged.stdout.fnmatch_lines(["*| est. / measured on that machine's core |",
                                  "| mlp | rv64gcv-zvl256b on board spacemit-x60-*h-vlen256 | *| *x (X60: * / * ms) |"])

@@ -123,3 +123,10 @@ def test_only_a_module_of_one_plain_function_joins_a_batch():
     resources = plain + '\n{-#\n  dialect_resources: {builtin: {w: "0x04000000"}}\n#-}\n'
     for other in (helper, resources, plain.replace("module {", 'module attributes {x = 1} {')):
         assert plain_function(other) is None
+
+
+def test_targets_with_the_same_counts_share_one_summary_line(project):
+    conformance_project(project)
+    result = project.run("conformance", "--rvv-ops=test_abs,test_add", "--rvv-targets=host,aarch64,rv64gc")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*rvv ONNX conformance*", "aarch64, host, rv64gc: 2 tests each: 2 passed"])

@@ -42,7 +42,7 @@ def stored(metrics, samples=None):
 
 def test_workers_hand_results_to_the_controller_which_writes_each_baseline_once(project):
     performance_project(project)
-    result = project.run(*ARGS, "-n", "2", "--update-baselines", "--rvv-machine=box")
+    result = project.run(*ARGS, "-n", "2", "--update-baselines", "--rvv-machine=box", "-v")  # -v: Table 1
     result.assert_outcomes(passed=3)
     written = baselines(project)
     assert sorted(written) == [
@@ -158,7 +158,7 @@ def test_re_recording_on_a_second_machine_leaves_portable_baselines_byte_identic
     portable = {p: p.read_bytes() for p in (project.path / "baselines" / "performance").glob("*/mlp.json")}
     assert "est_cycles@spacemit-x60" in json.loads(portable[project.path / "baselines" / "performance" /
                                                             "rv64gcv-zvl256b" / "mlp.json"])["metrics"]
-    second = project.run(*args, "-p", "no:xdist", "--update-baselines", "--rvv-machine=second")
+    second = project.run(*args, "-p", "no:xdist", "--update-baselines", "--rvv-machine=second", "-v")  # -v: each file
     second.assert_outcomes(passed=3)
     assert {p: p.read_bytes() for p in portable} == portable
     assert (project.path / "baselines" / "performance" / "machines" / "second" / "rv64gc" / "mlp.json").is_file()
@@ -334,7 +334,7 @@ def test_portable_metrics_do_not_depend_on_the_user_home_or_cache_location(proje
     for user, cache in (("a", tmp_path / "c"), ("second-user", tmp_path / "a-much-longer-cache-folder" / "pytest-rvv")):
         monkeypatch.setenv("HOME", str(tmp_path / "home" / user))
         monkeypatch.setenv("PYTEST_RVV_CACHE_DIR", str(cache))
-        run = project.run(*args, "--update-baselines", f"--rvv-machine={user}")
+        run = project.run(*args, "--update-baselines", f"--rvv-machine={user}", "-v")  # -v: each file written
         run.assert_outcomes(passed=2)
         if user == "a":
             portable = {p: p.read_bytes() for p in (project.path / "baselines" / "performance").glob("*/mlp.json")}

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import xml.etree.ElementTree as ET
 
 import jsonschema
@@ -14,6 +15,7 @@ import pytest
 
 from pytest_rvv.report.html import badges, verdict
 from pytest_rvv.report.results import schema
+from pytest_rvv.report.terminal import ExpectedFailureSeen, expected_failure_lines
 
 from .conftest import SUITE_COPY_IGNORE, SUITES
 
@@ -145,3 +147,93 @@ def test_a_grid_cell_shows_one_badge_per_check_with_its_worst_outcome_and_counts
         {"check": "compiles", "outcome": "passed", "count": 1, "title": "c[m-t]"},
         {"check": "conformance", "outcome": "failed", "count": 4, "title": "1 failed, 2 passed, 1 xfailed"}]
     assert verdict(tests) == "failed" and verdict([]) == "none"
+
+
+# This repository's addopts (pyproject.toml), as `pytest suites/` runs with them; the projects below use them too.
+ADDOPTS = tomllib.loads((SUITES.parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+SCREEN = 40  # lines: what a passing run may print
+QUIET = ("correctness", "vectorization", "performance", "--rvv-models=mlp,strings",
+         "--rvv-targets=rv64gc,rv64gcv-zvl256b")
+
+
+@pytest.fixture
+def recorded(project):
+    """mlp (passes) and strings (an expected compile failure on both targets) through every per-cell suite, with
+    this repository's addopts; snapshots, baselines and expected failures recorded by a first run. Runs pytest in
+    the project with more arguments."""
+    project.write(models=("mlp", "strings"), extra=f'[tool.pytest.ini_options]\naddopts = "{ADDOPTS}"\n')
+    for suite in ("vectorization", "performance"):
+        shutil.copytree(SUITES / suite, project.path / suite, ignore=SUITE_COPY_IGNORE)
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "expected-failures.toml").write_text("".join(
+        f'[{target}]\nstrings = {{ phase = "compile", reason = "StringNormalizer is not supported" }}\n'
+        for target in ("rv64gc", "rv64gcv-zvl256b")))
+
+    def run(*args: str) -> pytest.RunResult:
+        return project.pytester.runpytest_subprocess(*QUIET, *args)
+
+    first = run("--update-baselines")
+    assert first.ret == 0, first.stdout.str()
+    return run
+
+
+def test_a_passing_run_fits_one_screen_with_its_expected_failures_by_cause_and_where_the_report_is(recorded, tmp_path):
+    for verbosity in ((), ("-q",)):
+        result = recorded(*verbosity)
+        assert result.ret == 0, result.stdout.str()
+        xfailed = result.parseoutcomes()["xfailed"]
+        assert xfailed >= 6 and len(result.outlines) <= SCREEN, result.stdout.str()
+        assert not [line for line in result.outlines if line.startswith(("| Model |", "mlp @ ", "XFAIL correctness"))]
+        result.stdout.fnmatch_lines([
+            "*- rvv summary -*",
+            "agreement with onnxruntime: 2 model x target cells, largest max abs error * (mlp on *)",
+            "vectorization: 4 results (2 executed, 2 static) of 2 model x target cells: nothing changed",
+            "performance: 2 model x target cells measured (Table 1: -v prints it)",
+            f"XFAIL [[]{xfailed}[]] expected compile failure on <target>: StringNormalizer is not supported "
+            "(<target>: rv64gc, rv64gcv-zvl256b)",
+            "report: -v prints every table; --rvv-report=DIR writes the whole run (index.html, results.json, Table 1, "
+            "plots)"])
+    report = tmp_path / "report"
+    written = recorded(f"--rvv-report={report}")
+    assert written.ret == 0 and len(written.outlines) <= SCREEN, written.stdout.str()
+    written.stdout.fnmatch_lines([f"report: {report / 'index.html'} and results.json (* KiB, written in * s)",
+                                  f"report: {report}: performance.json, performance.md and 5 plots"])
+
+
+def test_under_v_the_tables_appear(recorded):
+    result = recorded("-v")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*- rvv agreement with onnxruntime (max abs error) -*", "model * rv64gc * rv64gcv-zvl256b", "mlp *",
+        "*- rvv performance (Table 1) -*", "| Model | Target | Time (min s) |*", "| mlp | rv64gc |*",
+        "*- rvv vectorization -*", "mlp @ rv64gc: */* instructions executed in dispatches vector (*%)",
+        "*- rvv summary -*", "performance: 2 model x target cells measured (Table 1: above)"])
+
+
+def test_a_regressed_run_still_shows_its_regressed_rows_and_failure(recorded, project):
+    path = project.path / "baselines" / "performance" / "rv64gc" / "mlp.json"
+    data = json.loads(path.read_text())
+    data["metrics"]["module_bytes"] -= 100
+    path.write_text(json.dumps(data))
+    result = recorded("-q")
+    assert result.parseoutcomes()["failed"] == 1
+    now = data["metrics"]["module_bytes"] + 100
+    result.stdout.fnmatch_lines(["performance regression: mlp on rv64gc", "*module_bytes * +* exact  REGRESSED",
+                                 "*- rvv summary -*", f"REGRESSED mlp on rv64gc: module_bytes {now - 100} -> {now}",
+                                 "FAILED performance/test_performance.py::test_no_slower_or_bigger[[]mlp-rv64gc[]]*"])
+
+
+def test_expected_failures_are_one_line_per_cause_naming_its_targets_once():
+    """A cause is what failed and how: the same message on two targets, apart from the target and its emulator's CPU,
+    is one line; another test's failure is its own."""
+    seen = [ExpectedFailureSeen(f"expected run failure: test_cast for {target} under qemu -cpu {cpu}: UNIMPLEMENTED",
+                                "test_cast", target)
+            for target, cpu in (("rv64gcv-zvl256b", "rv64,v=true,vlen=256"), ("rv64gc", "rv64,v=false"))]
+    seen += [ExpectedFailureSeen("LLVM's X60 model is 4x slow at m8", "spacemit-x60-vmacc.vv-e32m8"),
+             ExpectedFailureSeen("expected compile failure on rv64gcv-zvl256b: no f16 without +zvfh (try rv64gc)",
+                                 "squeezenet1.1-f16", "rv64gcv-zvl256b")]
+    assert expected_failure_lines(seen) == [
+        "XFAIL [2] expected run failure: test_cast for <target> under qemu -cpu rv64,v=true,vlen=256: UNIMPLEMENTED "
+        "(<target>: rv64gc, rv64gcv-zvl256b)",
+        "XFAIL [1] LLVM's X60 model is 4x slow at m8",
+        "XFAIL [1] expected compile failure on rv64gcv-zvl256b: no f16 without +zvfh (try rv64gc)"]

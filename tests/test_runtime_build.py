@@ -141,7 +141,7 @@ def test_setup_built_a_runtime_that_loads_the_compilers_modules_and_is_found_wit
     assert builds, "no riscv64 runtime in the tools cache: run `bash scripts/setup.sh runtime`"
     assert all(stat.S_IXUSR & built.executable.stat().st_mode for built in builds)
     project.write()
-    result = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b")
+    result = project.run("correctness", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b", "-v")  # the grid
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["rvv: riscv64 runtime */iree-run-module, built by pytest-rvv from IREE *"])
     result.stdout.fnmatch_lines(["*rvv agreement with onnxruntime (max abs error)*",

@@ -128,7 +128,7 @@ def test_executed_snapshots_are_identical_with_and_without_xdist(project):
     project.run(*args, "--update-baselines", "-p", "no:xdist").assert_outcomes(passed=1)
     assert path.read_bytes() == first
     assert b'"dispatch_' in first
-    result = project.run(*args)
+    result = project.run(*args, "-v")  # -v: every result's vector share
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["mlp @ aarch64: */* instructions executed in dispatches vector (*%)"])
 

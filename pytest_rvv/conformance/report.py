@@ -67,10 +67,14 @@ class ConformanceTracker:
         terminalreporter.section("rvv ONNX conformance", sep="-")
         order = ["passed", "compiled only", *(f"expected {p} failure" for p in NODE_PHASES),
                  *(f"new {p} failure" for p in NODE_PHASES), "new pass (listed)"]
+        alike: dict[tuple[tuple[str, int], ...], list[str]] = {}  # targets with the same counts share a line
         for target, counts in sorted(self.verdicts.items()):
-            total = sum(counts.values())
-            parts = ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
-            terminalreporter.write_line(f"{target}: {total} tests: {parts}")
+            alike.setdefault(tuple((v, counts[v]) for v in order if counts[v]), []).append(target)
+        for counted, targets in alike.items():
+            total = sum(n for _, n in counted)
+            parts = ", ".join(f"{n} {v}" for v, n in counted)
+            each = " each" if len(targets) > 1 else ""
+            terminalreporter.write_line(f"{', '.join(targets)}: {total} tests{each}: {parts}")
         for line in self.changes:
             terminalreporter.write_line(line)
         if any(counts["new pass (listed)"] for counts in self.verdicts.values()):

@@ -1,9 +1,9 @@
 """``--rvv-report=DIR/index.html``: one self-contained page per run (inline CSS, JS and plots), from a template.
 
-The collector gathers every test's outcome and the pytest-rvv records on its report (xdist workers'
-too) and, at the end of the session on the controller, renders the page and ``results.json``, and
-the GitHub step summary when ``$GITHUB_STEP_SUMMARY`` is set. It only formats what the suites and
-the verdict modules decided.
+``CellOutcomes`` gathers every test's outcome in its model x target cell from the reports (xdist workers' too);
+at the end of the session on the controller ``RunReport`` is handed the run's sections (report/sections.py) and
+renders the page, ``results.json`` and the GitHub step summary when ``$GITHUB_STEP_SUMMARY`` is set. It only
+formats what the suites and the verdict modules decided.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.comparison.kernels import kernel_changes_table
 from pytest_rvv.comparison.report import added_by_dispatch, added_work, comparison_status, ranked
-from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.judge.baselines import PERF_BASELINES
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.measure.silicon import WHAT_IT_IS
@@ -41,6 +40,7 @@ from pytest_rvv.report.performance import (
     table_one,
 )
 from pytest_rvv.report.results import append_step_summary, results, step_summary, write_results
+from pytest_rvv.report.sections import Sections
 from pytest_rvv.session import RvvSession
 
 COULD_NOT_RUN = "could-not-run"  # no runtime loads the toolchain's modules: not a verdict on the code
@@ -91,16 +91,11 @@ def anchor(*parts: str) -> str:
     return "cell-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(parts))
 
 
-class RunReport:
-    """Collects outcomes and records from test reports; writes index.html and results.json at the end."""
+class CellOutcomes:
+    """pytest plugin object: every test's outcome in its model x target cell, from the reports (xdist workers' too)."""
 
-    def __init__(self, config: pytest.Config, session: RvvSession, directory: Path,
-                 reference: Callable[[], RvvSession | None]) -> None:
-        self.config, self.session, self.directory, self.reference = config, session, directory, reference
+    def __init__(self) -> None:
         self.tests: list[dict[str, Any]] = []
-        self.perf_rows: dict[tuple[str, str], list[Any]] = {}
-        self.lanes: dict[tuple[str, str], dict[str, Any]] = {}  # lane occupancy of report runs, per cell
-        self.written: tuple[int, float] | None = None  # bytes of index.html, seconds to write both files
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = Record.of(report)
@@ -114,68 +109,58 @@ class RunReport:
         self.tests.append({"nodeid": report.nodeid, "outcome": outcome_of(report), "model": row, "target": target,
                            "check": check, "longrepr": text, "reason": reason or getattr(report, "wasxfail", ""),
                            "duration": round(report.duration, 2)})
-        if record.perf_rows is not None:
-            self.perf_rows[(row, target)] = record.perf_rows
-        if record.lanes is not None:
-            self.lanes[(row, target)] = record.lanes
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if hasattr(self.config, "workerinput") or not self.tests:
-            return
+
+class RunReport:
+    """index.html and results.json of a run (and the GitHub step summary), written from its sections once."""
+
+    def __init__(self, config: pytest.Config, session: RvvSession, directory: Path,
+                 reference: Callable[[], RvvSession | None]) -> None:
+        self.config, self.session, self.directory, self.reference = config, session, directory, reference
+
+    def write(self, sections: Sections) -> tuple[int, float] | None:
+        """Write both files; (bytes of index.html, seconds it took), None when no test had a cell."""
+        if not sections.tests:
+            return None
         started = time.perf_counter()
         self.directory.mkdir(parents=True, exist_ok=True)
         run = self.run_info()  # probes the tools once, for the page and results.json
-        page = self.render(run).encode()
+        page = self.render(run, sections).encode()
         atomic_write_bytes(self.directory / "index.html", page)
-        perf = self._plugin("rvv-performance", "rows", {})
         write_results(self.directory, results(run, [
-            {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in self.tests],
-            perf, self.perf_rows, dict(self.session.settings.known_targets), self.lanes,
-            self._plugin("rvv-performance", "kernels", []), self._plugin("rvv-toolchain-comparison", "kernels", []),
-            self._plugin("rvv-performance", "estimator", [])))
-        grid = [["model", *self.targets()]] + [[model, *(self._cell_text(model, t) for t in self.targets())]
-                                               for model in self.rows()]
-        failures = [(t["nodeid"], (t["longrepr"].strip().splitlines() or [""])[0][:200]) for t in self.tests
+            {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in sections.tests],
+            sections.performance, sections.verdicts, dict(self.session.settings.known_targets), sections.lanes,
+            sections.kernels, sections.kernel_changes, sections.estimator))
+        targets = self.targets(sections)
+        grid = [["model", *targets]] + [[model, *(verdict(tests) if (tests := self.cell(sections, model, t)) else ""
+                                                   for t in targets)] for model in self.rows(sections)]
+        failures = [(t["nodeid"], (t["longrepr"].strip().splitlines() or [""])[0][:200]) for t in sections.tests
                     if t["outcome"] in ("failed", "error")]
         append_step_summary(step_summary(grid, failures))
-        self.written = (len(page), time.perf_counter() - started)
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.written is not None:
-            size, seconds = self.written
-            terminalreporter.write_line(f"report: {self.directory / 'index.html'} and results.json "
-                                        f"({size / 1024:.0f} KiB, written in {seconds:.1f} s)")
+        return len(page), time.perf_counter() - started
 
     # what the page shows
-    def _plugin(self, name: str, attribute: str, default: Any) -> Any:
-        plugin = self.config.pluginmanager.get_plugin(name)
-        return getattr(plugin, attribute, default) if plugin is not None else default
-
-    def targets(self) -> list[str]:
+    def targets(self, sections: Sections) -> list[str]:
         order = [t.name for t in self.session.settings.targets]
-        seen = {t["target"] for t in self.tests}
+        seen = {t["target"] for t in sections.tests}
         return [t for t in order if t in seen] + sorted(seen - set(order))
 
-    def rows(self) -> list[str]:
+    def rows(self, sections: Sections) -> list[str]:
         """The grid's rows: the models in selection order; in a toolchain comparison, most added work first."""
         order = [m.name for m in self.session.settings.models]
-        seen = {t["model"] for t in self.tests}
+        seen = {t["model"] for t in sections.tests}
         rows = [m for m in order if m in seen] + sorted(seen - set(order))
         added: dict[str, float] = {}
-        for record in self._plugin("rvv-toolchain-comparison", "records", []):
+        for record in sections.comparisons:
             added[record["model"]] = max(added.get(record["model"], -1.0), added_work(record))
         return sorted(rows, key=lambda m: -added.get(m, -1.0)) if added else rows
 
-    def cell(self, model: str, target: str) -> list[dict[str, Any]]:
+    @staticmethod
+    def cell(sections: Sections, model: str, target: str) -> list[dict[str, Any]]:
         """The tests of one model x target, in pipeline order of their checks (not xdist's finishing order)."""
-        tests = [t for t in self.tests if t["model"] == model and t["target"] == target]
+        tests = [t for t in sections.tests if t["model"] == model and t["target"] == target]
         return sorted(tests, key=lambda t: (CHECK_ORDER.index(t["check"]) if t["check"] in CHECK_ORDER
                                             else len(CHECK_ORDER), t["nodeid"]))
-
-    def _cell_text(self, model: str, target: str) -> str:
-        tests = self.cell(model, target)
-        return verdict(tests) if tests else ""
 
     def run_info(self) -> dict[str, Any]:
         session = self.session
@@ -197,29 +182,31 @@ class RunReport:
             info["reference"] = f"{reference.toolchain.compiler_version} ({reference.toolchain.origin})"
         return info
 
-    def render(self, run: dict[str, Any]) -> str:
+    def render(self, run: dict[str, Any], sections: Sections) -> str:
         from jinja2 import Environment, PackageLoader, select_autoescape
 
         env = Environment(loader=PackageLoader("pytest_rvv.report", "templates"),
                           autoescape=select_autoescape(["html", "j2"]))
-        perf = self._plugin("rvv-performance", "rows", {})
-        vectorization = self._plugin("rvv-vectorization-summary", "results", {})
-        comparisons = ranked(self._plugin("rvv-toolchain-comparison", "records", []))
+        perf = sections.performance
+        vectorization = sections.vectorization
+        lanes = sections.lanes
+        comparisons = ranked(sections.comparisons)
         compared = {(c["model"], c["target"]): comparison_status(c) for c in comparisons}
-        agreement = self._plugin("rvv-agreement", "errors", {})
+        agreement = sections.agreement
         table = [[c.strip() for c in line.strip("|").split("|")] for line in table_one(perf)] if perf else []
-        pairs = microkernel_pairs(self.session.settings.known_targets)
+        pairs = sections.pairs
         microkernels = [[c.strip() for c in line.strip("|").split("|")] for line in microkernel_table(perf, pairs)]
-        entries = self._plugin("rvv-performance", "kernels", [])
+        entries = sections.kernels
         kernel_rows = [[c.strip() for c in line.strip("|").split("|")] for line in kernels.dashboard_table(entries)]
         calibrated = [[c.strip() for c in line.strip("|").split("|")]
                       for line in kernels.calibration_table(kernels.calibration(entries))]
         kernel_changes = [[c.strip() for c in line.strip("|").split("|")]
-                          for line in kernel_changes_table(self._plugin("rvv-toolchain-comparison", "kernels", []))]
+                          for line in kernel_changes_table(sections.kernel_changes)]
+        targets, rows = self.targets(sections), self.rows(sections)
         cells = []
-        for model in self.rows():
-            for target in self.targets():
-                tests = self.cell(model, target)
+        for model in rows:
+            for target in targets:
+                tests = self.cell(sections, model, target)
                 if not tests:
                     continue
                 status = compared.get((model, target))
@@ -229,28 +216,27 @@ class RunReport:
                     # in a comparison a cell is coloured by its comparison verdict, report-only or not
                     "colour": COMPARED_CLASS.get(status, verdict(tests)) if status else verdict(tests),
                     "dispatches": dispatch_table(vectorization, perf.get((model, target)), model, target,
-                                                 self.lanes.get((model, target))),
-                    "lanes": (self.lanes.get((model, target)) or {}).get("total"),
+                                                 lanes.get((model, target))),
+                    "lanes": (lanes.get((model, target)) or {}).get("total"),
                     "hot": [line[2:] for line in hot_dispatches({(model, target): perf[(model, target)]})]
                     if (model, target) in perf else [],
-                    "error": agreement.get((model, target)) if isinstance(agreement, dict) else None,
+                    "error": agreement.get((model, target)),
                 })
         sweep = self.config.getoption("rvv_history")
         trend = history(self.session.settings.root, self.session.settings.root / PERF_BASELINES,
                         [(c["model"], c["target"]) for c in cells],
                         Path(sweep) if sweep else self.session.settings.root / HISTORY_DIR)
         return env.get_template("index.html.j2").render(history=trend,
-            run=run, targets=self.targets(), rows=self.rows(), cells=cells,
+            run=run, targets=targets, rows=rows, cells=cells,
             by_key={(c["model"], c["target"]): c for c in cells}, table=table, what_estimates_are=WHAT_IT_IS,
             microkernels=microkernels, kernel_rows=kernel_rows, calibrated=calibrated,
             calibration_note=kernels.CALIBRATION_NOTE,
-            plots=plots(perf, vectorization, self.lanes, pairs, entries, comparisons),
+            plots=plots(perf, vectorization, lanes, pairs, entries, comparisons),
             comparisons=comparisons, statuses=compared, kernel_changes=kernel_changes,
             compared_class=COMPARED_CLASS, estimator=[[c.strip() for c in line.strip("|").split("|")]
-                                                      for line in estimator_table(
-                                                          self._plugin("rvv-performance", "estimator", []))],
-            failures=[t for t in self.tests if t["outcome"] in ("failed", "error")],
-            counts={o: sum(t["outcome"] == o for t in self.tests) for o in ORDER}, anchor=anchor)
+                                                      for line in estimator_table(sections.estimator)],
+            failures=[t for t in sections.tests if t["outcome"] in ("failed", "error")],
+            counts={o: sum(t["outcome"] == o for t in sections.tests) for o in ORDER}, anchor=anchor)
 
 
 def _llvm_mca() -> str:

@@ -1,4 +1,4 @@
-"""Performance reporting: the controller collects results, writes baselines once, and prints Table 1.
+"""Performance reporting: the controller collects results; Table 1 and its companions are formatted here.
 
 Table 1 follows the scalar-vs-RVV study: Model | Target | Time | Mem | static vector instr |
 executed vector % | speedup vs rv64gc. ``--rvv-report=DIR`` also writes JSON, Markdown and PNG plots.
@@ -18,13 +18,11 @@ from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.config.cores import CORES, Core
 from pytest_rvv.config.targets import microkernel_pairs
-from pytest_rvv.judge.baselines import write_baselines
-from pytest_rvv.judge.policy import tolerances
-from pytest_rvv.measure.metrics import SILICON, WALL_S_MIN, silicon_metric, split
+from pytest_rvv.measure.metrics import SILICON, WALL_S_MIN, silicon_metric
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
-from pytest_rvv.report.estimator import estimator_summary, estimator_table
+from pytest_rvv.report.estimator import estimator_table
 from pytest_rvv.session import RvvSession
 
 
@@ -103,6 +101,11 @@ def table_one(rows: dict[tuple[str, str], PerfResult]) -> list[str]:
                          f"{1e3 * point.measured_s:.2f} ms)" if point else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def table_one_note(rows: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    """The line under Table 1 saying what its estimates are, when it has any."""
+    return [f"est. = estimated on the silicon core by LLVM's machine model: {WHAT_IT_IS}"] if _cores(rows) else []
 
 
 # The study's comparison, default path vs data-tiled microkernel path: (column, metric, format)
@@ -312,14 +315,12 @@ def speedup_figure(plt: Any, rows: dict[tuple[str, str], PerfResult]) -> Any:
 
 
 class PerformanceCollector:
-    """pytest plugin object on the controller (or the only process): results from reports, once."""
+    """pytest plugin object: the performance records, verdicts, notes and estimator timings from reports (xdist
+    workers' too); plugin.py hands them to the reports at the session's end (report/sections.py)."""
 
-    def __init__(self, config: pytest.Config, baselines: Path, session: RvvSession) -> None:
-        self.config = config
-        self.baselines = baselines
-        self.session = session
+    def __init__(self, session: RvvSession) -> None:
         self.rows: dict[tuple[str, str], PerfResult] = {}
-        self.lines: list[str] = []
+        self.verdicts: dict[tuple[str, str], list[Any]] = {}  # (metric, baseline, now, verdict) per judged cell
         self.notes: dict[str, list[str]] = {}  # the same note on many tests is shown once, with a count
         self.improvements: list[str] = []
         self.estimator: list[dict[str, Any]] = []  # the estimator against published instruction timings
@@ -342,59 +343,13 @@ class PerformanceCollector:
             if record.performance is not None:  # recorded only after the model agreed with onnxruntime
                 value = PerfResult.from_json(record.performance)
                 self.rows[(value.model, value.target)] = value
+            if record.perf_rows is not None and record.cell is not None:
+                self.verdicts[(record.cell[0], record.cell[1])] = record.perf_rows
             for note in record.notes:
                 self.notes.setdefault(_generic(note), []).append(note)
             self.improvements += record.improvements
             if record.estimator is not None:
                 self.estimator.append(record.estimator)
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if hasattr(self.config, "workerinput") or not self.rows:
-            return
-        if self.config.getoption("update_baselines"):
-            known = self.session.settings.known_targets
-            ratios = tolerances(self.session.settings.tolerances, under_xdist=False)
-            self.lines += write_baselines(self.baselines, list(self.rows.values()), self.session.machine.as_json(),
-                                          lambda target, metrics: split(metrics, known[target]), ratios)
-        report_dir = self.config.getoption("rvv_report")
-        if report_dir:
-            for path in write_report(Path(report_dir), self.rows, self.pairs, self.kernels, self.estimator):
-                self.lines.append(f"report: {path}")
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.estimator:
-            terminalreporter.section("rvv estimator vs silicon, per instruction", sep="-")
-            lines = estimator_table(self.estimator) if self.config.option.verbose > 0 else []
-            for line in [*lines, estimator_summary(self.estimator)]:
-                terminalreporter.write_line(line)
-        if not self.rows:
-            return
-        terminalreporter.section("rvv performance (Table 1)", sep="-")
-        for line in table_one(self.rows):
-            terminalreporter.write_line(line)
-        if _cores(self.rows):
-            terminalreporter.write_line(f"est. = estimated on the silicon core by LLVM's machine model: {WHAT_IT_IS}")
-        if micro := microkernel_table(self.rows, self.pairs):
-            terminalreporter.section("rvv default path vs data-tiled microkernel path", sep="-")
-            for line in micro:
-                terminalreporter.write_line(line)
-        if entries := self.kernels:
-            terminalreporter.section("rvv kernel dashboard", sep="-")
-            if self.config.option.verbose > 0:
-                for line in kernel_lines(entries):
-                    terminalreporter.write_line(line)
-            else:
-                terminalreporter.write_line(f"{len(entries)} rows x shapes on {len(self.kernel_cells)} cells: -v "
-                                            "prints every path side by side, --rvv-report=DIR writes it")
-        for generic, lines in self.notes.items():
-            count = f" [{len(lines)} tests]" if len(lines) > 1 else ""
-            terminalreporter.write_line((generic if len(lines) > 1 else lines[0]) + count)
-        for line in self.lines:
-            terminalreporter.write_line(line)
-        if self.improvements:
-            terminalreporter.section("rvv improvements (passing; --rvv-strict-baselines fails on them)", sep="-")
-            for line in sorted(self.improvements):
-                terminalreporter.write_line(line)
 
 
 def _generic(note: str) -> str:

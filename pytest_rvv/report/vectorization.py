@@ -1,4 +1,5 @@
-"""The terminal summary of vectorization results (what is not vectorized, what improved or changed)."""
+"""Vectorization results: collected from the reports, formatted for the terminal (what is not vectorized, what
+improved or changed, an upgrade's review)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ REVIEW_SHOWN = 15
 
 
 class VectorizationSummary:
-    """A pytest plugin object: collects results from test reports (xdist workers' too) and prints them."""
+    """A pytest plugin object: collects results and lane occupancy from test reports (xdist workers' too)."""
 
     def __init__(self, rootpath: Path, known_ids: set[str]) -> None:
         self.rootpath = rootpath
@@ -24,6 +25,7 @@ class VectorizationSummary:
         self.results: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.snapshot_globs: set[tuple[Path, str]] = set()
         self.broken: dict[Path, bytes] = {}  # damaged snapshot files, as they were
+        self.lanes: dict[tuple[str, str], dict[str, Any]] = {}  # lane occupancy of counted runs, per cell
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -49,6 +51,8 @@ class VectorizationSummary:
             module = self.rootpath / report.location[0]
             function = report.location[2].split("[")[0]
             self.snapshot_globs.add((module.parent / "__snapshots__" / module.stem, function))
+        if record.lanes is not None and record.cell is not None:
+            self.lanes[(record.cell[0], record.cell[1])] = record.lanes
 
     def unused_snapshots(self) -> list[Path]:
         """Snapshot files of these tests whose model or target is no longer registered.
@@ -63,66 +67,71 @@ class VectorizationSummary:
                     stale.append(path)
         return stale
 
-    def lines(self) -> list[str]:
-        out: list[str] = []
-        for (model, target, kind), r in sorted(self.results.items()):
-            share = 100.0 * r["vector"] / r["instructions"] if r["instructions"] else 0.0
-            what = "static instructions" if kind == "static" else "instructions executed in dispatches"
-            head = f"{model} @ {target}: {r['vector']}/{r['instructions']} {what} vector ({share:.1f}%)"
-            details = []
-            missing = r["not_vectorized"]
-            if missing:
-                shown = ", ".join(missing[:SHOWN_PER_CASE])
-                more = f" and {len(missing) - SHOWN_PER_CASE} more" if len(missing) > SHOWN_PER_CASE else ""
-                details.append(f"    not vectorized ({len(missing)}): {shown}{more}")
-            details += [f"    improvement: {line}" for line in r["improvements"]]
-            details += [f"    change: {line}" for line in r["changes"][:SHOWN_PER_CASE]]
-            out += [head, *details]
-        for path in self.unused_snapshots():
-            out.append(f"unused snapshot (its model or target is not registered): {path}")
-        return out
-
     def review_lines(self) -> list[str]:
-        """An upgrade review: executed work per dispatch ranked by what it adds, sizes, then churn in one line."""
-        upgraded = {k: r for k, r in self.results.items() if r.get("upgrade")}
-        if not upgraded:
-            return []
-        toolchains = sorted({tuple(r["upgrade"]) for r in upgraded.values()})
-        out = [f"recorded with {before}; now {now}" for before, now in toolchains]
-        moves = sorted(((after - before, before, after, model, target, dispatch)
-                        for (model, target, kind), r in upgraded.items() if kind == "executed"
-                        for dispatch, before, after in r.get("work", [])), reverse=True)
-        added = [m for m in moves if m[0] > 0]
-        removed = [m for m in reversed(moves) if m[0] < 0]
-        for title, chosen in (("work added (instructions executed per dispatch, most added first)", added),
-                              ("work removed", removed)):
-            if chosen:
-                out.append(f"{title}:")
-                out += [f"  {model} @ {target} {dispatch}: {before} -> {after} ({delta_text(before, after)})"
-                        for _, before, after, model, target, dispatch in chosen[:REVIEW_SHOWN]]
-                if len(chosen) > REVIEW_SHOWN:
-                    out.append(f"  ... and {len(chosen) - REVIEW_SHOWN} more")
-        sizes = [(model, target, r["recorded_totals"], r) for (model, target, kind), r in sorted(upgraded.items())
-                 if kind == "static" and r.get("recorded_totals")
-                 and (r["recorded_totals"]["instructions"], r["recorded_totals"]["vector"]) != (r["instructions"],
-                                                                                               r["vector"])]
-        if sizes:
-            out.append("code size (static instructions per model):")
-            out += [f"  {model} @ {target} {counts_text(before)} -> {counts_text(now)}"
-                    for model, target, before, now in sizes]
-        churn = sum(r.get("churn", 0) for r in upgraded.values())
-        out.append(f"churn: {churn} dispatch moves within the --rvv-added-work threshold (or under "
-                   f"{SMALL_DISPATCH_SHARE:.1%} of their model's work); vector share is shown above as a diagnostic")
-        return out
+        """An upgrade review (see ``review_lines``)."""
+        return review_lines(self.results)
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        lines = self.lines()
-        if lines:
-            terminalreporter.section("rvv vectorization", sep="-")
-            for line in lines:
-                terminalreporter.write_line(line)
-        review = self.review_lines()
-        if review:
-            terminalreporter.section("rvv upgrade review", sep="-")
-            for line in review:
-                terminalreporter.write_line(line)
+
+Results = dict[tuple[str, str, str], dict[str, Any]]  # (model, target, kind) -> the gate's record
+
+
+def cell_lines(results: Results, changed_only: bool = False) -> list[str]:
+    """Per model x target x kind: its vector share, then what is not vectorized, what improved and what changed.
+
+    ``changed_only``: only the results with an improvement or a change, and only those details (a quiet run's
+    summary)."""
+    out: list[str] = []
+    for (model, target, kind), r in sorted(results.items()):
+        if changed_only and not (r["improvements"] or r["changes"]):
+            continue
+        share = 100.0 * r["vector"] / r["instructions"] if r["instructions"] else 0.0
+        what = "static instructions" if kind == "static" else "instructions executed in dispatches"
+        head = f"{model} @ {target}: {r['vector']}/{r['instructions']} {what} vector ({share:.1f}%)"
+        details = []
+        missing = r["not_vectorized"]
+        if missing and not changed_only:
+            shown = ", ".join(missing[:SHOWN_PER_CASE])
+            more = f" and {len(missing) - SHOWN_PER_CASE} more" if len(missing) > SHOWN_PER_CASE else ""
+            details.append(f"    not vectorized ({len(missing)}): {shown}{more}")
+        details += [f"    improvement: {line}" for line in r["improvements"]]
+        details += [f"    change: {line}" for line in r["changes"][:SHOWN_PER_CASE]]
+        out += [head, *details]
+    return out
+
+
+def unused_lines(paths: list[Path]) -> list[str]:
+    return [f"unused snapshot (its model or target is not registered): {path}" for path in paths]
+
+
+def review_lines(results: Results) -> list[str]:
+    """An upgrade review: executed work per dispatch ranked by what it adds, sizes, then churn in one line."""
+    upgraded = {k: r for k, r in results.items() if r.get("upgrade")}
+    if not upgraded:
+        return []
+    toolchains = sorted({tuple(r["upgrade"]) for r in upgraded.values()})
+    out = [f"recorded with {before}; now {now}" for before, now in toolchains]
+    moves = sorted(((after - before, before, after, model, target, dispatch)
+                    for (model, target, kind), r in upgraded.items() if kind == "executed"
+                    for dispatch, before, after in r.get("work", [])), reverse=True)
+    added = [m for m in moves if m[0] > 0]
+    removed = [m for m in reversed(moves) if m[0] < 0]
+    for title, chosen in (("work added (instructions executed per dispatch, most added first)", added),
+                          ("work removed", removed)):
+        if chosen:
+            out.append(f"{title}:")
+            out += [f"  {model} @ {target} {dispatch}: {before} -> {after} ({delta_text(before, after)})"
+                    for _, before, after, model, target, dispatch in chosen[:REVIEW_SHOWN]]
+            if len(chosen) > REVIEW_SHOWN:
+                out.append(f"  ... and {len(chosen) - REVIEW_SHOWN} more")
+    sizes = [(model, target, r["recorded_totals"], r) for (model, target, kind), r in sorted(upgraded.items())
+             if kind == "static" and r.get("recorded_totals")
+             and (r["recorded_totals"]["instructions"], r["recorded_totals"]["vector"]) != (r["instructions"],
+                                                                                           r["vector"])]
+    if sizes:
+        out.append("code size (static instructions per model):")
+        out += [f"  {model} @ {target} {counts_text(before)} -> {counts_text(now)}"
+                for model, target, before, now in sizes]
+    churn = sum(r.get("churn", 0) for r in upgraded.values())
+    out.append(f"churn: {churn} dispatch moves within the --rvv-added-work threshold (or under "
+               f"{SMALL_DISPATCH_SHARE:.1%} of their model's work); vector share is shown above as a diagnostic")
+    return out
