@@ -6,7 +6,7 @@ A clock turns cycles into milliseconds; it is given only where a shipping part s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_rvv.base.errors import ConfigError
 
@@ -20,7 +20,7 @@ class Core:
     vlen: int
     label: str
     ghz: float | None = None
-    harts: int | None = None
+    harts: int | None = field(default=None, repr=False)  # not in repr (estimates are keyed by it): no cycle moves
 
 
 CORES: dict[str, Core] = {c.name: c for c in (
