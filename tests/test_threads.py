@@ -103,6 +103,9 @@ def test_est_cycles_over_threads_sum_to_the_one_thread_estimate(many, tmp_path):
     for name, d in profile.dispatches.items():
         assert abs(sum(d.cycles[X60.name].values()) - whole[name]) <= len(d.busy)
         assert profile.dispatch_cycles(name, X60.name) >= d.slowest_cycles(X60.name)
+    alone = measure_threads(many, tmp_path / "1", 1, cores=(X60,))
+    for name in alone.dispatches:  # one thread takes every workgroup: the even split is the measured one
+        assert abs(alone.even_cycles(name, X60.name) - alone.dispatch_cycles(name, X60.name)) <= 1
 
 
 def test_the_runtime_s_work_per_workgroup_and_per_dispatch_is_measured(many, tmp_path):

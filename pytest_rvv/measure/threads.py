@@ -253,10 +253,24 @@ class ThreadProfile:
                        for t, c in d.cycles.get(core, {}).items()), default=0.0)
         return round(slowest + runtime_cpi * fixed)
 
+    def even_cycles(self, name: str, core: str, runtime_cpi: float = 1.0) -> int:
+        """``dispatch_cycles`` had the workgroups (taken as equal) been dealt evenly to the workers: what the work
+        allows, whichever worker QEMU's host threads let claim them first (on a host with fewer cores than workers,
+        one worker can claim several workgroups before the others are scheduled; a board's workers wake together)."""
+        d, cost = self.dispatches[name], self.runtime_cost()
+        count = d.total_workgroups
+        if not count:
+            return 0
+        share = -(-count // self.threads)
+        cycles = sum(d.cycles.get(core, {}).values()) * share / count
+        fixed = cost.per_worker_per_dispatch or 0.0
+        return round(cycles + runtime_cpi * ((cost.per_workgroup or 0.0) * share + fixed))
+
     def as_json(self) -> dict[str, Any]:
         return {"threads": self.threads, "vcpus": self.vcpus, "wall_s": self.wall_s,
                 "dispatches": {k: d.as_json() | {"even_split": d.even_split(self.threads)}
                                | {f"est_cycles_{c}": self.dispatch_cycles(k, c) for c in self.cores}
+                               | {f"even_cycles_{c}": self.even_cycles(k, c) for c in self.cores}
                                for k, d in self.dispatches.items()},
                 "totals": {str(t): n for t, n in sorted(self.totals.items())},
                 "outside_dispatches": {str(t): dict(r) for t, r in sorted(self.runtime.items())},
