@@ -205,7 +205,7 @@ class Runner:
                                 details=_details(result, repro))
             return RunOutcome([], result, repro)
         if not result.ok:
-            hint, details = _hint(result), _details(result, repro)
+            hint, details = _hint(result, self.capabilities.threads), _details(result, repro)
             if self.qemu is not None and result.signal_name == "SIGILL" and not result.timed_out:
                 # once more with QEMU's logging, to name the instruction and the extension the CPU lacks
                 found = rerun_for_sigill(self.command(*guest, extra=runtime_args), workdir / "sigill.log", workdir,
@@ -257,7 +257,10 @@ def _link(link: Path, target: Path) -> None:
     link.symlink_to(target.resolve())
 
 
-def _hint(result: ProcessResult) -> str:
+def _hint(result: ProcessResult, threads: int = 1) -> str:
+    if result.timed_out and threads > 1:
+        return (f": killed at the timeout; a local-task run with {threads} workers can hang as well as be slow "
+                "(raise --rvv-timeout if it is just slow)")
     if result.timed_out:
         return " (raise --rvv-timeout if the model is just slow)"
     if name := result.signal_name:
