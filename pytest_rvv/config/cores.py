@@ -119,3 +119,51 @@ def cache_hierarchy(name: str) -> CacheHierarchy:
         raise ConfigError(f"core {name!r} has no published cache parameters to model its memory traffic; "
                           f"modelled: {', '.join(CACHES)}")
     return found
+
+
+@dataclass(frozen=True)
+class MemoryTimings:
+    """What a part's memory system costs the wall-time estimate (measure/walltime.py): the latency of an L1 miss
+    that hits L2 (cycles) and of one that goes to DRAM (ns), how many misses one core keeps outstanding at once
+    (memory-level parallelism), the sustained DRAM bandwidth that all cores share, the L2's line-fill bandwidth per
+    cluster, and the cores per cluster (one L2 each). ``source`` names where each figure comes from."""
+
+    l2_latency: float  # cycles, L1 miss that hits L2
+    dram_latency_ns: float  # ns, L1 miss that misses L2 too
+    mlp: float  # misses one core has outstanding at once
+    dram_gbs: float  # GB/s (1e9 bytes/s), sustained, one channel shared by every core
+    l2_bytes_per_cycle: float  # per cluster, L2 -> L1 line fills
+    cluster: int  # cores sharing one L2
+    source: str
+
+
+# Memory timings of the modelled parts; each figure published, or an assumption stated as one (chosen before the
+# estimate was held against any calibration row; not fitted to them):
+# - spacemit-x60 (SpacemiT K1):
+#   dram_gbs 7.0: one 32-bit LPDDR4X channel at 2666 MT/s = 10.66 GB/s peak (Banana Pi's K1 datasheet), "about 7 GB/s
+#     sustained" (the published roofline of the Milk-V Jupiter, book.j4orz.ai/assets/rooflinejupiter.html: "Realistic
+#     (~7 GB/s)"; an estimate, not a STREAM run); shared by all 8 cores.
+#   cluster 4: two clusters of 4 cores, one 512 KiB L2 each (K1 datasheet).
+#   l2_latency 20 cycles: ASSUMPTION. No published X60 load-to-use latency for L2 was found (searched: Chips and
+#     Cheese, camel-cdr's rvv-bench, K1 board reviews, the C908 manual X60 is said to resemble); 20 cycles is the
+#     order of a shared L2 behind an in-order dual-issue core.
+#   dram_latency_ns 150: ASSUMPTION. No published K1 DRAM latency was found; 150 ns is the order of LPDDR4X behind a
+#     small SoC's interconnect (= 240 cycles at 1.6 GHz).
+#   mlp 2: ASSUMPTION. The X60 is in-order (LLVM's X60 scheduling model; the Jupiter roofline page); a vector load
+#     spanning several lines is taken to keep two line fills in flight. The traffic model has no prefetcher, so
+#     streaming misses are all charged (a prefetcher would hide some: an upper bound on stalls).
+#   l2_bytes_per_cycle 32: ASSUMPTION (half a 64-byte line per cycle per cluster); no published figure.
+MEMORY: dict[str, MemoryTimings] = {
+    "spacemit-x60": MemoryTimings(l2_latency=20, dram_latency_ns=150, mlp=2, dram_gbs=7.0, l2_bytes_per_cycle=32,
+                                  cluster=4, source="K1 datasheet and Jupiter roofline (DRAM bandwidth, clusters); "
+                                                    "L2/DRAM latency, MLP, L2 bandwidth: stated assumptions"),
+}
+
+
+def memory_timings(name: str) -> MemoryTimings:
+    """The memory timings of core ``name``'s part; one ConfigError line for a core without them."""
+    found = MEMORY.get(name)
+    if found is None:
+        raise ConfigError(f"core {name!r} has no published memory timings to estimate its wall time; "
+                          f"modelled: {', '.join(MEMORY)}")
+    return found
