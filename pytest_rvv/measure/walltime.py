@@ -167,7 +167,7 @@ def dispatch_wall(work: dict[int, tuple[float, int]], traffic: Totals, line: int
     return DispatchWall(cycles, cycles / (ghz * 1e9), bound, parts, slowest, dram_floor, l2_floor)
 
 
-def estimate_wall(profile: ThreadProfile, traffic: Traffic, core: Core, split: str = "measured",
+def estimate_wall(profile: ThreadProfile, traffic: Traffic, core: Core, split: str = "even",
                   memory: MemoryTimings | None = None, runtime_cpi: float = 1.0) -> WallEstimate:
     """The estimated wall time of one call of ``profile``'s module on ``core`` at the profile's threads: per
     dispatch and the call, each with what bounds it (module docstring). ``profile`` must carry est. cycles on
