@@ -131,6 +131,10 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
     assert all(isinstance(v, int) for v in calibrated["dram_bytes"] + calibrated["l2_misses"])
     assert calibrated["configuration"]["threads"] == 8 and calibrated["configuration"]["flags"][1].endswith(
         "--iree-llvmcpu-enable-ukernels=all --iree-llvmcpu-enable-inner-tiled=false")
+    for page in ("index.html", "performance.md"):  # the same columns on the page and in the Markdown
+        text = (report / page).read_text()
+        assert "ukernels-all DRAM KiB / L2 misses (k) per call" in text and "DRAM KiB / L2 misses (k) per call, X60 " \
+            "caches (same)" in text, page
 
 
 def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_ranked_by_added_work(kernel_project,
