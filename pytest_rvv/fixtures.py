@@ -17,6 +17,8 @@ from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, ToolMissing
 from pytest_rvv.base.record import leave
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.repro import write_repro
+from pytest_rvv.config.kernels import CORE as KERNEL_CORE
+from pytest_rvv.config.kernels import MARK as KERNEL_CELLS
 from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.conformance.batch import NodeBatches
 from pytest_rvv.conformance.check import NodeTestFailure, run_node_test, tolerance_for
@@ -39,7 +41,7 @@ from pytest_rvv.judge.verdict import judge
 from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming, calibrate
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, silicon_metric
-from pytest_rvv.measure.performance import PerfResult, calibration_point, measure_performance
+from pytest_rvv.measure.performance import PerfResult, add_traffic, calibration_point, measure_performance
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.choice import TargetRefused
@@ -189,6 +191,8 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         if cell.runner is not None and (core := cell.runner.capabilities.core) is not None:
             estimate = applicable.portable.metrics.get(silicon_metric(core.name)) if applicable.portable else None
             result.calibration = calibration_point(result, core, estimate)  # every silicon run calibrates
+        if request.node.get_closest_marker(KERNEL_CELLS) is not None:  # the kernel suite's cells: memory traffic
+            add_traffic(cell, result, KERNEL_CORE)
         leave(record_property, performance=result.to_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
             record_property(f"rvv.{metric}", value)

@@ -23,6 +23,7 @@ from pytest_rvv.bundle.collect import BundleWriter
 from pytest_rvv.bundle.writer import check_replaceable
 from pytest_rvv.comparison.summary import ComparisonSummary
 from pytest_rvv.config.cores import CORES
+from pytest_rvv.config.kernels import MARK
 from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
 from pytest_rvv.config.targets import Target
 from pytest_rvv.conformance.node_tests import node_tests, select
@@ -49,7 +50,7 @@ from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 from pytest_rvv.xdist import scheduling, shards
 
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
-KERNELS_MARK = "rvv_kernels"  # a test over the kernel suite's cells (config/kernels.py) instead of models x targets
+KERNELS_MARK = MARK  # a test over the kernel suite's cells (config/kernels.py) instead of models x targets
 # .test_durations, read once where it is used: --rvv-shard, and xdist's load scheduling (scheduling.py)
 DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
 # the expected failures per (target, model), applied to the collected tests

@@ -22,8 +22,10 @@ def test_ci_selection_is_iree_issue_24932s_shapes_on_every_row_and_path():
     chosen = kernels({}, "ci", BUILTIN_TARGETS)
     assert {c.shape.name for c in chosen.cells} == {"64x64x64", "256x256x256", "81x41x19", "540x516x332"}
     assert {c.row for c in chosen.cells} == {"f32", "f16", "f16-via-f32", "bf16", "i8"}
-    assert {c.path for c in chosen.cells} == {"default", "data-tiled", "mmt4d", "inner-tiled"}
-    assert len(chosen.cells) == 4 * 5 * 4
+    assert {c.path for c in chosen.cells} == {"default", "data-tiled", "mmt4d", "inner-tiled", "ukernels-all"}
+    # ukernels=all (iree issue 24932's "ukernel" side) on the rows of its family: f32 and i8
+    assert len(chosen.cells) == 4 * 5 * 4 + 4 * 2
+    assert {c.row for c in chosen.cells if c.path == "ukernels-all"} == {"f32", "i8"}
     f16 = {c.target.name for c in chosen.cells if c.row == "f16"}
     assert f16 == {"rv64gcv-zvl256b-zvfh", "rv64gcv-zvl256b-zvfh-dt", "rv64gcv-zvl256b-zvfh-mmt4d",
                    "rv64gcv-zvl256b-zvfh-inner"}
@@ -65,7 +67,7 @@ def test_a_user_shape_row_and_paths_come_from_the_table():
     ({"shapes": {"bad": [64, 64]}}, None, r"shapes.bad: a shape is \[M, K, N\], three positive integers"),
     ({"paths": ["default", "ukernel"]}, None,
      r"^\[tool.pytest_rvv.kernels\] paths: unknown matmul path 'ukernel'; known: default, data-tiled, mmt4d, "
-     r"inner-tiled$"),
+     r"inner-tiled, ukernels-all$"),
     ({"rows": {"q4": {"dtype": "q4", "target": "rv64gcv-zvl256b"}}}, None,
      r"^\[tool.pytest_rvv.kernels\] rows.q4: unknown dtype 'q4'; known: f32, f16, bf16, i8$"),
     ({"rows": {"f16-plain": {"dtype": "f16", "target": "rv64gcv-zvl256b"}}}, None,
@@ -101,21 +103,38 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
     report = tmp_path / "report"
     result = kernel_project.run("kernels", "--rvv-kernels=64x64x64,f32,i8", "-v", f"--rvv-report={report}")
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["rvv: kernel suite: 8 cells (f32, i8)",
+    result.stdout.fnmatch_lines(["rvv: kernel suite: 10 cells (f32, i8)",
                                  "*test_kernel_matches_reference*mm-i8-64x64x64-rv64gcv-zvl256b-inner*PASSED*",
                                  "*rvv kernel dashboard*",
                                  "| Row | Shape | default est. Mcycles per call (vs default)*",
                                  "| f32 | 64x64x64 | * | * | * | * | *x | *x |*",
-                                 "| f32 | 64x64x64 | inner-tiled / mmt4d | 1.02-1.07 | *x | * % | * / * | "
-                                 "iree issue 24932*"])
+                                 "| f32 | 64x64x64 | inner-tiled / ukernels-all | 1.02-1.07 | *x | * % | * / * | "
+                                 "* / * ; * / * | iree issue 24932* | `--iree-opt-data-tiling "
+                                 "--iree-llvmcpu-enable-ukernels=none --iree-llvmcpu-enable-inner-tiled=true` / "
+                                 "`--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all "
+                                 "--iree-llvmcpu-enable-inner-tiled=false`; `+m,+a,+f,+d,+c,+v,+zvl256b`; "
+                                 "8 thread(s)*"])
+    assert "| ukernels-all DRAM KiB / L2 misses (k) per call |" in result.stdout.str()
     document = json.loads((report / "results.json").read_text())
     entries = {(e["row"], e["shape"]): e for e in document["kernels"]["dashboard"]}
     i8 = entries[("i8", "64x64x64")]["paths"]
-    assert set(i8) == {"default", "data-tiled", "mmt4d", "inner-tiled"}
+    assert set(i8) == {"default", "data-tiled", "mmt4d", "inner-tiled", "ukernels-all"}
     assert all(p["executed"] > 64 ** 3 / 64 and p["est_cycles"] > 0 and p["vsetvl"] > 0 for p in i8.values())
     assert i8["default"]["est_vs_default"] == 1.0
     calibrated = document["kernels"]["calibration"][0]
     assert calibrated["row"] == "f32" and all(count >= 1 for count in calibrated["workgroups"])
+    # memory traffic per call beside each path and each side of the calibration row (X60's modelled caches)
+    for entry in entries.values():
+        for path in entry["paths"].values():
+            assert isinstance(path["dram_bytes"], int) and isinstance(path["l2_misses"], int), path
+            assert path["dram_bytes"] >= 64 * path["l2_misses"]  # each miss reads a 64-byte line
+    assert all(isinstance(v, int) for v in calibrated["dram_bytes"] + calibrated["l2_misses"])
+    assert calibrated["configuration"]["threads"] == 8 and calibrated["configuration"]["flags"][1].endswith(
+        "--iree-llvmcpu-enable-ukernels=all --iree-llvmcpu-enable-inner-tiled=false")
+    for page in ("index.html", "performance.md"):  # the same columns on the page and in the Markdown
+        text = (report / page).read_text()
+        assert "ukernels-all DRAM KiB / L2 misses (k) per call" in text and "DRAM KiB / L2 misses (k) per call, X60 " \
+            "caches (same)" in text, page
 
 
 def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_ranked_by_added_work(kernel_project,
@@ -135,7 +154,8 @@ def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_
     document = json.loads((report / "results.json").read_text())
     jsonschema.validate(document, schema())
     changes = document["kernels"]["comparison"]
-    assert sorted(c["path"] for c in changes) == sorted(["default", "data-tiled", "mmt4d", "inner-tiled"])
+    assert sorted(c["path"] for c in changes) == sorted(["default", "data-tiled", "mmt4d", "inner-tiled",
+                                                         "ukernels-all"])
     added = [c["added_percent"] for c in changes]
     assert added == sorted(added, reverse=True)
     for c in changes:  # both sides really ran and were estimated; the default path is its own unit
@@ -144,6 +164,27 @@ def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_
     assert next(c for c in changes if c["path"] == "default")["vs_default"] == [1.0, 1.0]
     assert "Kernels: one call, reference -&gt; under test" in (report / "index.html").read_text()
     assert "## Kernels: one call, reference -> under test" in (report / "comparison.md").read_text()
+
+
+def test_traffic_per_call_leaves_out_dispatches_that_ran_only_while_the_module_loaded():
+    """A constant weight's packing runs once at load (``at_load``): one call's DRAM bytes and misses are the other
+    dispatches'; a cell whose traffic was not measured has none (the dashboard shows -)."""
+    from pytest_rvv.measure.performance import PerfResult
+    from pytest_rvv.report.kernels import dashboard_table
+
+    figures = {"bytes_loaded": 0, "bytes_stored": 0, "l1_misses": 0}
+    record = PerfResult("mm-f32-1x896x896", "rv64gcv-zvl256b-mmt4d", traffic={"spacemit-x60": {
+        "_encoding_0_encode_896x896xf32_to_896x896xf32": figures | {"l2_misses": 900, "dram_bytes": 99 * 64,
+                                                                    "at_load": 1},
+        "dispatch_0_matmul": figures | {"l2_misses": 50, "dram_bytes": 60 * 64, "at_load": 0}}})
+    assert record.per_call_traffic("spacemit-x60") == figures | {"l2_misses": 50, "dram_bytes": 60 * 64}
+    assert PerfResult.from_json(record.to_json()).traffic == record.traffic
+    assert PerfResult("m", "t").per_call_traffic("spacemit-x60") is None
+    path = {"est_cycles": 1e6, "est_vs_default": 1.0, "one_time_est_cycles": 0, "vsetvl": 0, "vrgather": 0}
+    entry = {"row": "f32", "shape": "1x896x896", "inner_over_mmt4d": {"est_cycles": None, "executed": None},
+             "paths": {"default": path | {"dram_bytes": None, "l2_misses": None},
+                       "mmt4d": path | {"dram_bytes": 60 * 64, "l2_misses": 50}}}
+    assert dashboard_table([entry])[-1].endswith("| - | 4 / 0.1 |")
 
 
 def test_the_dashboard_ranks_nothing_it_did_not_measure():
@@ -187,3 +228,103 @@ def test_the_path_table_compares_work_per_call_and_shows_the_one_time_work_besid
     header, _, line = microkernel_table(rows, [("rv64gcv-zvl256b", "rv64gcv-zvl256b-mmt4d")])
     assert "executed per call (M) | ratio | executed once, at load (M) | ratio" in header
     assert "| 37.56 -> 11.38 | 0.30x | 0.00 -> 8.71 | - |" in line
+
+
+# iree issue 24932's "Setup" and iree PR 22231's "Benchmarking (Single Thread)", quoted as their authors wrote them
+ISSUE_24932_SETUP = {
+    "inner_tiled": "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=none --iree-llvmcpu-enable-inner-tiled=true",
+    "ukernel": "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all --iree-llvmcpu-enable-inner-tiled=false",
+    "features": "+m,+a,+f,+d,+c,+v,+zvl256b",
+}
+PR_22231_FLAGS = ('--iree-opt-data-tiling --mlir-print-ir-after-all --iree-llvmcpu-enable-ukernels="mmt4d" '
+                  '--iree-hal-target-backends=llvm-cpu --iree-llvmcpu-target-triple=riscv64 '
+                  '--iree-llvmcpu-target-abi=lp64d --iree-llvmcpu-target-cpu-features="+m,+a,+f,+d,+zvl256b,+v,+zfhmin,'
+                  '+zvfhmin" --riscv-v-fixed-length-vector-lmul-max=8')
+# what picks the target, not the program's code path (compared separately: triple, ABI, features), and what only
+# prints (--mlir-print-ir-after-all)
+_NOT_CODE_PATH = ("--iree-hal-target-backends=", "--iree-llvmcpu-target-triple=", "--iree-llvmcpu-target-abi=",
+                  "--iree-llvmcpu-target-cpu-features=", "--mlir-print-ir-after-all")
+
+
+def _canonical(flags: str | tuple[str, ...]) -> set[str]:
+    """Flags as iree-compile reads them: quotes dropped, a bare LLVM boolean option is =true."""
+    words = flags.split() if isinstance(flags, str) else flags
+    found = set()
+    for word in words:
+        word = word.replace('"', "")
+        if word.startswith(_NOT_CODE_PATH):
+            continue
+        found.add(word if "=" in word or word == "--iree-opt-data-tiling" else f"{word}=true")
+    return found
+
+
+def _our_cells(published):
+    from pytest_rvv.config.kernels import ROWS
+    from pytest_rvv.config.targets import path_twins
+
+    twins = path_twins(BUILTIN_TARGETS)[ROWS[published.row].target]
+    return [BUILTIN_TARGETS[twins[path]] for path in published.over]
+
+
+def _differences(published) -> set[str]:
+    """Every way our two cells' flags and features are not the source's quoted ones, as the row must name them."""
+    found = set()
+    ours = [_canonical(t.extra_flags) for t in _our_cells(published)]
+    theirs = [_canonical(f) for f in published.config.flags]
+    missing = [source - mine for mine, source in zip(ours, theirs, strict=True)]
+    extra = [mine - source for mine, source in zip(ours, theirs, strict=True)]
+    for side, path in enumerate(published.over):
+        found |= {f"flags: ours pass no {f}" + ("" if f in missing[1 - side] else f" on the {path} side")
+                  for f in missing[side]}
+        found |= {f"flags: ours add {f}" + ("" if f in extra[1 - side] else f" on the {path} side")
+                  for f in extra[side]}
+    features = _our_cells(published)[0].features
+    found |= {f"features: ours add {f}" for f in set(features) - set(published.config.features.split(","))}
+    found |= {f"features: ours lack {f}" for f in set(published.config.features.split(",")) - set(features)}
+    return found
+
+
+def test_every_calibration_row_names_exactly_where_our_cells_are_not_its_sources_program():
+    """The flags and features each row quotes are the source's, and the row lists every way our cells' flags and
+    features differ from them (the words up to a parenthesis); rows that list none reproduce their source exactly."""
+    from pytest_rvv.report.kernels import PUBLISHED
+
+    for p in PUBLISHED:
+        declared = {d.split(" (")[0] for d in p.config.differs if d.startswith(("flags:", "features:"))}
+        assert declared == _differences(p), (p.source, p.shape)
+        assert _our_cells(p)[0].features == _our_cells(p)[1].features  # path twins: one machine, one feature set
+
+
+def test_iree_issue_24932s_rows_compare_inner_tiled_with_its_ukernel_compile_flag_for_flag():
+    """Not the mmt4d twin: with =all the pack ukernels (scalar C on riscv64) pack both operands per call."""
+    from pytest_rvv.report.kernels import PUBLISHED
+
+    rows = [p for p in PUBLISHED if p.source.startswith("iree issue 24932")]
+    assert [p.shape for p in rows] == ["64x64x64", "256x256x256", "81x41x19", "540x516x332"]
+    for p in rows:
+        inner, ukernel = _our_cells(p)
+        assert p.over == ("inner-tiled", "ukernels-all") and (inner.name, ukernel.name) == (
+            "rv64gcv-zvl256b-inner", "rv64gcv-zvl256b-ukall")
+        assert p.config.flags == (ISSUE_24932_SETUP["inner_tiled"], ISSUE_24932_SETUP["ukernel"])
+        assert _canonical(inner.extra_flags) == _canonical(ISSUE_24932_SETUP["inner_tiled"])
+        assert _canonical(ukernel.extra_flags) == _canonical(ISSUE_24932_SETUP["ukernel"])
+        assert ",".join(inner.features) == ",".join(ukernel.features) == ISSUE_24932_SETUP["features"]
+        assert p.config.threads == 8
+        # the only difference is the estimate's one thread: flags, features and operands are the issue's
+        assert p.config.differs == ("the estimate is one thread (local-sync); the board ran 8",)
+        model = next(c.model for c in kernels({}, f"{p.shape},f32", BUILTIN_TARGETS).cells)
+        assert [i.name for i in model.inputs] == ["a", "b"]  # A and B arguments: packing them is per-call work
+
+
+def test_iree_pr_22231s_row_is_its_square_1024_f16_matmul_with_its_flags_and_features_quoted():
+    from pytest_rvv.report.kernels import PUBLISHED
+
+    (p,) = [p for p in PUBLISHED if p.source.startswith("iree PR 22231")]
+    assert p.shape == "1024x1024x1024" and p.over == ("default", "mmt4d") and p.config.threads == 1
+    features = PR_22231_FLAGS.split("--iree-llvmcpu-target-cpu-features=")[1].split()[0].replace('"', "")
+    assert p.config.features == features
+    assert _canonical(p.config.flags[1]) == _canonical(PR_22231_FLAGS)
+    # its no-data-tiling column: the same command without --iree-opt-data-tiling
+    assert _canonical(p.config.flags[0]) == _canonical(PR_22231_FLAGS) - {"--iree-opt-data-tiling"}
+    assert _differences(p) == {"features: ours add +c", "flags: ours pass no --riscv-v-fixed-length-vector-lmul-max=8",
+                               "flags: ours pass no --iree-llvmcpu-enable-ukernels=mmt4d on the default side"}

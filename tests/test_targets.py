@@ -15,8 +15,9 @@ def test_builtin_targets_run_by_default_are_the_documented_set():
 def test_the_vlen_256_families_have_a_twin_on_every_matmul_path_named_by_suffix():
     twins = path_twins(BUILTIN_TARGETS)
     for base in ("rv64gcv-zvl256b", "rv64gcv-zvl256b-zvfh", "rv64gcv-zvl256b-zvfhmin", "rv64gcv-zvl256b-zvfbfwma"):
+        ukernels_all = {"ukernels-all": f"{base}-ukall"} if base == "rv64gcv-zvl256b" else {}
         assert twins[base] == {"default": base, "data-tiled": f"{base}-dt", "mmt4d": f"{base}-mmt4d",
-                               "inner-tiled": f"{base}-inner"}
+                               "inner-tiled": f"{base}-inner"} | ukernels_all
         for path, name in twins[base].items():
             assert BUILTIN_TARGETS[name].path == path
             assert BUILTIN_TARGETS[name].emulator_cpu == BUILTIN_TARGETS[base].emulator_cpu
@@ -31,8 +32,23 @@ def test_a_target_table_chooses_a_path_by_name_and_an_unknown_path_is_one_line()
     moved = target_from_table("back", {"extends": "rv64gcv-zvl256b-mmt4d", "path": "default"}, BUILTIN_TARGETS)
     assert moved.compiler_flags() == BUILTIN_TARGETS["rv64gcv-zvl256b"].compiler_flags()
     with pytest.raises(ConfigError, match=r"^\[tool.pytest_rvv.targets.bad\]: unknown matmul path 'ukernel'; "
-                                          r"known: default, data-tiled, mmt4d, inner-tiled$"):
+                                          r"known: default, data-tiled, mmt4d, inner-tiled, ukernels-all$"):
         target_from_table("bad", {"extends": "rv64gcv-zvl256b", "path": "ukernel"}, BUILTIN_TARGETS)
+
+
+def test_the_ukernels_all_twin_is_iree_issue_24932s_ukernel_side_flag_for_flag():
+    """The issue's "ukernel" compile: every microkernel (pack and unpack too) and inner_tiled off, on
+    +m,+a,+f,+d,+c,+v,+zvl256b, run where its default twin runs."""
+    default, ukall = BUILTIN_TARGETS["rv64gcv-zvl256b"], BUILTIN_TARGETS["rv64gcv-zvl256b-ukall"]
+    assert ukall.compiler_flags() == [*default.compiler_flags(), "--iree-opt-data-tiling",
+                                      "--iree-llvmcpu-enable-ukernels=all", "--iree-llvmcpu-enable-inner-tiled=false"]
+    assert ukall.features == ("+m", "+a", "+f", "+d", "+c", "+v", "+zvl256b") and ukall.path == "ukernels-all"
+    assert ukall.emulator_cpu == default.emulator_cpu and not ukall.selected
+    # the flag that restates iree-compile's default is not needed to be on the path; =mmt4d is another path
+    spelled = target_from_table("mine", {"extends": "rv64gcv-zvl256b", "extra-flags": [
+        "--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all"]}, BUILTIN_TARGETS)
+    assert spelled.path == "ukernels-all" and BUILTIN_TARGETS["rv64gcv-zvl256b-mmt4d"].path == "mmt4d"
+    assert "rv64gcv-zvl256b-zvfh-ukall" not in BUILTIN_TARGETS  # only the family iree issue 24932's rows run on
 
 
 def test_microkernel_target_is_the_default_path_plus_data_tiling_and_mmt4d_ukernels():

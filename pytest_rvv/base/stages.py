@@ -20,7 +20,8 @@ from pytest_rvv.base.record import Record
 
 HEAVIEST = 5  # cells listed under the profile table
 NOTABLE_CPU_S = 0.1  # a cell whose tests worked less than this is not listed (checking a prepared model: ~0.01 s)
-ORDER = ("prepare", "onnxruntime", "import", "compile", "analyze", "emulate", "emulate (timed)", "count", "estimate")
+ORDER = ("prepare", "onnxruntime", "import", "compile", "analyze", "emulate", "emulate (timed)", "count", "estimate",
+         "traffic")
 
 
 def _cpu_s() -> float:

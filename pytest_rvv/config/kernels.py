@@ -18,7 +18,8 @@ from pytest_rvv.model.kernels import DTYPES, ISSUE_24932, SHAPES, KernelShape, k
 from pytest_rvv.model.model import Model
 
 TABLE = "[tool.pytest_rvv.kernels]"
-CORE = "spacemit-x60"  # the VLEN-256 family's core: every kernel row is estimated on it
+CORE = "spacemit-x60"  # the VLEN-256 family's core: every kernel row is estimated, and its traffic modelled, on it
+MARK = "rvv_kernels"  # a test over the kernel suite's cells instead of models x targets
 
 
 @dataclass(frozen=True)

@@ -235,8 +235,12 @@ _TWINNED = (
     _family("rv64gcv-zvl256b-zvfbfwma", ("+zfbfmin", "+zvfbfmin", "+zvfbfwma"),
             "bf16 widening multiply-add (Zfbfmin, Zvfbfmin, Zvfbfwma)"),
 )
+# ukernels=all (iree issue 24932's "ukernel" side) only on the family its calibration rows run on: X60's
+# +m,+a,+f,+d,+c,+v,+zvl256b, the issue's features exactly
+UKERNELS_ALL_FAMILIES = ("rv64gcv-zvl256b",)
 _TWINS = tuple(path_twin(base, path, selected=base.name == "rv64gcv-zvl256b" and path == "mmt4d")
-               for base in _TWINNED for path in PATHS if path != DEFAULT)
+               for base in _TWINNED for path in PATHS
+               if path != DEFAULT and (path != "ukernels-all" or base.name in UKERNELS_ALL_FAMILIES))
 
 
 BUILTIN_TARGETS: dict[str, Target] = {

@@ -11,7 +11,7 @@ from typing import Any
 
 from elftools.elf.elffile import ELFFile
 
-from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.config.cores import Core
 from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import CheckedRun, compare
@@ -38,6 +38,7 @@ from pytest_rvv.measure.metrics import (
 )
 from pytest_rvv.measure.silicon import SiliconEstimate, estimate_once
 from pytest_rvv.measure.static import analyze
+from pytest_rvv.measure.traffic import measure_traffic
 from pytest_rvv.run.recorded import PLAIN, rss_probe
 from pytest_rvv.session import Cell
 
@@ -81,6 +82,8 @@ class PerfResult:
     watched: dict[str, dict[str, int]] = field(default_factory=dict)  # dispatch -> vsetvl/vrgather executed
     one_time: dict[str, int] = field(default_factory=dict)  # dispatch -> instructions it executes at module load
     silicon_one_time: dict[str, int] = field(default_factory=dict)  # core -> estimated cycles of the module load
+    # core -> dispatch -> memory traffic on its modelled caches (TRAFFIC_FIGURES; the kernel suite's cells)
+    traffic: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
     board: dict[str, Any] | None = None  # the board (as a machine) the run-side metrics come from
     calibration: CalibrationPoint | None = None  # that machine's core: its estimate beside the measured time
@@ -93,7 +96,8 @@ class PerfResult:
         return (record | ({"silicon": self.silicon} if self.silicon else {})
                 | ({"board": self.board} if self.board else {}) | ({"watched": self.watched} if self.watched else {})
                 | ({"one_time": self.one_time, "silicon_one_time": self.silicon_one_time} if self.one_time else {})
-                | ({"calibration": self.calibration.to_json()} if self.calibration else {}))
+                | ({"calibration": self.calibration.to_json()} if self.calibration else {})
+                | ({"traffic": self.traffic} if self.traffic else {}))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PerfResult:
@@ -102,12 +106,22 @@ class PerfResult:
         return cls(data["model"], data["target"], data["toolchain"], data["metrics"], data["samples"],
                    silicon=data.get("silicon", {}), watched=data.get("watched", {}), one_time=data.get("one_time", {}),
                    silicon_one_time=data.get("silicon_one_time", {}), board=data.get("board"),
+                   traffic=data.get("traffic", {}),
                    calibration=CalibrationPoint.from_json(calibration) if calibration else None)
 
     @property
     def board_name(self) -> str | None:
         """The board the run-side metrics come from; None for this machine's runs."""
         return self.board.get("name") if self.board else None
+
+    def per_call_traffic(self, core: str) -> dict[str, int] | None:
+        """Memory traffic of one call on ``core``'s caches: the dispatches' sum, less those that ran only while the
+        module loaded (``at_load``); None when not measured."""
+        dispatches = self.traffic.get(core)
+        if dispatches is None:
+            return None
+        called = [d for d in dispatches.values() if not d.get("at_load")]
+        return {name: sum(d[name] for d in called) for name in TRAFFIC_FIGURES}
 
     def per_call_cycles(self, core: str) -> float | None:
         """Estimated cycles of one call on ``core``: the run's, less what loading the module does once."""
@@ -245,6 +259,32 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
         result.toolchain["llvm_mca"] = found.llvm_mca
     if one_time:  # the per-call estimate is the run's less the load's (the same blocks, estimated once)
         result.silicon_one_time = {name: found.total for name, found in _estimates(cell, loaded, []).items()}
+
+
+TRAFFIC_FIGURES = ("bytes_loaded", "bytes_stored", "l1_misses", "l2_misses", "dram_bytes")
+
+
+def add_traffic(cell: Cell, result: PerfResult, core: str) -> None:
+    """Memory traffic per dispatch on ``core``'s modelled caches (measure/traffic.py: one traced run, kept in the
+    store by content), each dispatch marked ``at_load`` when it ran only while the module loaded (its executed count
+    is all one-time work); a note instead when it cannot be measured."""
+    if result.disagreement is not None or cell.runner is None or not cell.runner.capabilities.counted:
+        return
+    with tempfile.TemporaryDirectory(prefix="pytest-rvv-traffic-") as tmp:
+        try:
+            with cell.stages.time("traffic"):
+                traffic = measure_traffic(cell, Path(tmp), core)
+        except (ToolMissing, RvvError) as exc:
+            result.notes.append(f"no memory traffic on {core}: {str(exc).splitlines()[0]}")
+            return
+    executed = (result.executed or {}).get("dispatches", {})
+    figures = {}
+    for name, totals in traffic.dispatches.items():
+        load_only = name in result.one_time and executed.get(name, {}).get("instructions") == result.one_time[name]
+        figures[name] = {"bytes_loaded": totals.bytes_loaded, "bytes_stored": totals.bytes_stored,
+                         "l1_misses": totals.l1_misses, "l2_misses": totals.l2_misses,
+                         "dram_bytes": totals.dram_bytes(traffic.line), "at_load": int(load_only)}
+    result.traffic[core] = figures
 
 
 def _estimates(cell: Cell, executed: ExecutedMeasurement, notes: list[str]) -> dict[str, SiliconEstimate]:

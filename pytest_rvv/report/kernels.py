@@ -26,8 +26,23 @@ from pytest_rvv.measure.performance import PerfResult
 
 
 @dataclass(frozen=True)
+class Configuration:
+    """What a published measurement ran, quoted from its source: each side's compile flags (beyond target triple,
+    ABI and features; ``over``'s order), the CPU features, threads, and what the function takes. ``differs`` names
+    every way our two cells are not that program (tests/test_kernels.py holds the flags and features to the quotes,
+    so this list cannot go stale); () when they reproduce it exactly."""
+
+    flags: tuple[str, str]
+    features: str
+    threads: int
+    operands: str
+    differs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Published:
-    """A published silicon measurement of a kernel cell: the ratio of two paths' times, with its source."""
+    """A published silicon measurement of a kernel cell: the ratio of two paths' times, with its source and the
+    configuration it ran."""
 
     row: str
     shape: str
@@ -36,21 +51,41 @@ class Published:
     high: float
     source: str
     how: str
+    config: Configuration
 
 
 ISSUE_24932 = ("iree issue 24932 (SpaceMiT X60, 8 cores @ 1.6 GHz, iree-benchmark-module --device=local-task, "
                "10 repetitions)")
+# iree issue 24932's "Setup", quoted: its "inner_tiled" and "ukernel" compiles, features (f32: no dtype extras)
+ISSUE_24932_CONFIG = Configuration(
+    ("--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=none --iree-llvmcpu-enable-inner-tiled=true",
+     "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all --iree-llvmcpu-enable-inner-tiled=false"),
+    "+m,+a,+f,+d,+c,+v,+zvl256b", 8,
+    "not stated (its shapes only); ours: A and B function arguments, packed per call",
+    ("the estimate is one thread (local-sync); the board ran 8",))
 PR_22231 = ("iree PR 22231 (+zvl256b,+v,+zfhmin,+zvfhmin, as the X60; the board is not named), "
             "f16 matmul")
+# iree PR 22231's "Benchmarking (Single Thread)", Zvfhmin, f16xf16->f32: its compile flags (the no-data-tiling
+# side is those without --iree-opt-data-tiling: the PR gives one command and two columns)
+PR_22231_CONFIG = Configuration(
+    ("--mlir-print-ir-after-all --iree-llvmcpu-enable-ukernels=mmt4d --riscv-v-fixed-length-vector-lmul-max=8",
+     "--iree-opt-data-tiling --mlir-print-ir-after-all --iree-llvmcpu-enable-ukernels=mmt4d "
+     "--riscv-v-fixed-length-vector-lmul-max=8"),
+    "+m,+a,+f,+d,+zvl256b,+v,+zfhmin,+zvfhmin", 1,
+    "linalg.matmul f16 x f16 -> f32 accumulating into an f32 argument, all three dynamic (tensor<?x?x...>)",
+    ("features: ours add +c", "flags: ours pass no --riscv-v-fixed-length-vector-lmul-max=8",
+     "flags: ours pass no --iree-llvmcpu-enable-ukernels=mmt4d on the default side (without data tiling there is "
+     "no mmt4d op for it to lower)",
+     "operation: ours is ONNX MatMul through the float16 step, f16 x f16 -> f16, no accumulator argument, "
+     "static shapes"))
 PUBLISHED = (
-    Published("f32", "64x64x64", ("inner-tiled", "mmt4d"), 1.02, 1.07, ISSUE_24932, "wall time, 8 threads"),
-    Published("f32", "256x256x256", ("inner-tiled", "mmt4d"), 1.78, 1.85, ISSUE_24932, "wall time, 8 threads"),
-    Published("f32", "81x41x19", ("inner-tiled", "mmt4d"), 0.82, 0.90, ISSUE_24932, "wall time, 8 threads"),
-    Published("f32", "540x516x332", ("inner-tiled", "mmt4d"), 2.42, 2.42, ISSUE_24932, "wall time, 8 threads"),
-    # 1030 ms without data tiling, 230 ms with data tiling + mmt4d (f16 x f16 -> f32; ours is ONNX MatMul,
-    # f16 x f16 -> f16, on the same extensions)
+    *(Published("f32", shape, ("inner-tiled", "ukernels-all"), low, high, ISSUE_24932, "wall time, 8 threads",
+                ISSUE_24932_CONFIG)
+      for shape, low, high in (("64x64x64", 1.02, 1.07), ("256x256x256", 1.78, 1.85), ("81x41x19", 0.82, 0.90),
+                               ("540x516x332", 2.42, 2.42))),
+    # 1030 ms without data tiling, 230 ms with data tiling + mmt4d
     Published("f16-via-f32", "1024x1024x1024", ("default", "mmt4d"), 1030 / 230, 1030 / 230, PR_22231,
-              "wall time, 1 thread: 1030 ms / 230 ms"),
+              "wall time, 1 thread: 1030 ms / 230 ms", PR_22231_CONFIG),
 )
 
 
@@ -81,8 +116,9 @@ def _x(ratio: float | None) -> str:
 
 def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResult]) -> list[dict[str, Any]]:
     """One entry per row x shape: each path's estimated cycles and executed instructions per call, vector share,
-    vsetvl* and vrgather executed, its ratio to the default path, and inner-tiled / mmt4d (results.json's
-    ``kernels``); beside them what the module load does once (packing constant weights) and IREE's peak allocation."""
+    vsetvl* and vrgather executed, DRAM bytes and L2 misses per call on the row's core's modelled caches (one thread;
+    None when not measured), its ratio to the default path, and inner-tiled / mmt4d (results.json's ``kernels``);
+    beside them what the module load does once (packing constant weights) and IREE's peak allocation."""
     est = silicon_metric(CORE)
     entries = []
     for (row, shape), paths in _index(cells, perf).items():
@@ -92,6 +128,7 @@ def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResul
             metrics, watched = record.metrics, record.watched
             executed = _value(record, EXECUTED_DISPATCH_INSTRUCTIONS)
             total = metrics.get(EXECUTED_DISPATCH_INSTRUCTIONS)
+            traffic = record.per_call_traffic(CORE) or {}
             entry["paths"][path] = {
                 "target": record.target, "est_cycles": _value(record, est), "executed": executed,
                 "one_time_est_cycles": record.silicon_one_time.get(CORE, 0),
@@ -102,6 +139,7 @@ def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResul
                 "vsetvl": sum(d.get("vsetvl", 0) for d in watched.values()),
                 "vrgather": sum(d.get("vrgather", 0) for d in watched.values()),
                 "workgroups": max((d.get("calls", 0) for k, d in watched.items() if "matmul" in k), default=None),
+                "dram_bytes": traffic.get("dram_bytes"), "l2_misses": traffic.get("l2_misses"),
                 "est_vs_default": ratio(_value(record, est), _value(base, est)),
                 "executed_vs_default": ratio(executed, _value(base, EXECUTED_DISPATCH_INSTRUCTIONS)),
             }
@@ -121,7 +159,8 @@ def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
         return []
     paths = [p for p in PATHS if any(p in e["paths"] for e in entries)]
     header = ["Row", "Shape", *(f"{p} est. Mcycles per call (vs default)" for p in paths), "inner/mmt4d est.",
-              "inner/mmt4d executed", *(f"{p} vsetvl / vrgather (k)" for p in paths)]
+              "inner/mmt4d executed", *(f"{p} vsetvl / vrgather (k)" for p in paths),
+              *(f"{p} DRAM KiB / L2 misses (k) per call" for p in paths)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for e in entries:
         cells = [e["row"], e["shape"]]
@@ -134,8 +173,16 @@ def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
         for p in paths:
             v = e["paths"].get(p)
             cells.append("-" if v is None else f"{v['vsetvl'] / 1e3:.1f} / {v['vrgather'] / 1e3:.1f}")
+        cells += [_traffic(e["paths"].get(p)) for p in paths]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _traffic(path: dict[str, Any] | None) -> str:
+    """DRAM KiB / thousands of L2 misses of one call, or - when not measured."""
+    if path is None or path.get("dram_bytes") is None:
+        return "-"
+    return f"{path['dram_bytes'] / 1024:.0f} / {path['l2_misses'] / 1e3:.1f}"
 
 
 def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -148,11 +195,15 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         a, b = (entry["paths"].get(path, {}).get("est_cycles") for path in p.over)
         estimate = ratio(a, b)
-        workgroups = [entry["paths"].get(path, {}).get("workgroups") for path in p.over]
+        workgroups, dram, l2 = ([entry["paths"].get(path, {}).get(key) for path in p.over]
+                                for key in ("workgroups", "dram_bytes", "l2_misses"))
         middle = (p.low + p.high) / 2
+        c = p.config
         rows.append({"row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,
                      "measured_high": p.high, "estimated": estimate, "source": p.source, "how": p.how,
-                     "workgroups": workgroups,
+                     "workgroups": workgroups, "dram_bytes": dram, "l2_misses": l2,
+                     "configuration": {"flags": list(c.flags), "features": c.features, "threads": c.threads,
+                                       "operands": c.operands, "differs": list(c.differs)},
                      "error_percent": None if estimate is None else round(100 * (estimate / middle - 1), 1)})
     return rows
 
@@ -161,22 +212,33 @@ def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
     lines = ["| Row | Shape | Ratio | Measured on silicon | Estimated (llvm-mca X60, 1 thread) | Error | "
-             "Matmul workgroups (same ratio's paths) | Source |", "|---|---|---|---|---|---|---|---|"]
+             "Matmul workgroups (same ratio's paths) | DRAM KiB / L2 misses (k) per call, X60 caches (same) | "
+             "Source | Configuration (the source's; where ours differs) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         measured = f"{r['measured_low']:.2f}" + (f"-{r['measured_high']:.2f}" if r["measured_high"] != r[
             "measured_low"] else "")
         error = "-" if r["error_percent"] is None else f"{r['error_percent']:+.0f} %"
         groups = " / ".join("-" if g is None else str(g) for g in r["workgroups"])
+        traffic = " ; ".join(_traffic({"dram_bytes": d, "l2_misses": m}) for d, m in zip(r["dram_bytes"],
+                                                                                          r["l2_misses"], strict=True))
         lines.append(f"| {r['row']} | {r['shape']} | {r['ratio']} | {measured} | {_x(r['estimated'])} | {error} | "
-                     f"{groups} | {r['source']}, {r['how']} |")
+                     f"{groups} | {traffic} | {r['source']}, {r['how']} | {_configuration(r['configuration'])} |")
     return lines
+
+
+def _configuration(c: dict[str, Any]) -> str:
+    flags = " / ".join(f"`{f}`" for f in c["flags"])
+    differs = f"; ours differs: {'; '.join(c['differs'])}" if c["differs"] else "; reproduced exactly"
+    return f"{flags}; `{c['features']}`; {c['threads']} thread(s); operands: {c['operands']}{differs}"
 
 
 CALIBRATION_NOTE = (
     "The estimate is one thread, every load an L1 hit (llvm-mca per executed block); iree issue 24932 times 8 "
     "threads, iree PR 22231 one. A ratio of two paths cancels the clock and, when both paths split the work alike, "
     "the threads; it does not cancel cache misses, which grow with the shape, nor the cost of scheduling each "
-    "workgroup (counted: calls of the matmul dispatch, one per workgroup).")
+    "workgroup (counted: calls of the matmul dispatch, one per workgroup). DRAM bytes and L2 misses per call: one "
+    "traced run through the X60's caches as published (32 KiB L1D, 512 KiB L2, 64-byte lines; LRU, no prefetcher), "
+    "one core with an L2 of its own: on the board 4 cores share each L2. Not yet part of the estimate.")
 
 
 def figure(plt: Any, entries: list[dict[str, Any]]) -> Any:
