@@ -11,6 +11,11 @@ from pytest_rvv.model.model import InputSpec, Model, Tolerance
 from pytest_rvv.model.sources import WheelFile
 
 SIZES = ("ci", "full")
+# Named selections (``--rvv-models=NAME``) of the models not run by default; a builder names its own (``selection``).
+REAL_LAYERS = "real-layers"
+STUDIES = "studies"
+SELECTIONS = {REAL_LAYERS: "the real-shaped decoder layers",
+              STUDIES: "the architectures published studies measure: ResNet18 at 224x224, fp32 and int8"}
 MINILM_VOCAB = 30522
 RAPIDOCR = ("rapidocr-onnxruntime", "1.4.4")
 
@@ -105,23 +110,26 @@ def _pretrained(size: str) -> list[Model]:
 
 
 def _built(base: str, size: str, tolerance: Tolerance | None, kind: str = "", steps: tuple[str, ...] = ()) -> Model:
-    """A model of ``base``'s builder (seeded weights), ``kind`` and ``steps`` for a low-precision variant. A
-    real-shaped layer has one size, is marked slow and is not selected by default."""
+    """A model of ``base``'s builder (seeded weights), ``kind`` and ``steps`` for a low-precision variant. One in a
+    named selection (a real-shaped layer, a study's architecture) has one size, is marked slow and is not selected by
+    default."""
     from pytest_rvv.model.builders import BUILDERS, REAL_FAMILY
     from pytest_rvv.model.generated import GeneratedSource
 
     builder = BUILDERS[base]
-    real = builder.family == REAL_FAMILY
-    full = "-full" if size == "full" and not real else ""
+    one_size = bool(builder.selection)
+    full = "-full" if size == "full" and not one_size else ""
+    fallback = REAL_LAYER_TOLERANCE if builder.family == REAL_FAMILY else DEFAULT_TOLERANCE
     return Model(
         name=base + (f"-{kind}" if kind else "") + full,
         description=f"{builder.description}, seeded weights" + (f", {steps[0]}" if steps else ""),
-        source=GeneratedSource(base, "ci" if real else size),
+        source=GeneratedSource(base, "ci" if one_size else size),
         inputs=builder.inputs(size),
         preparation=steps,
-        tolerance=REAL_LAYER_TOLERANCE if real and tolerance is None else tolerance or DEFAULT_TOLERANCE,
-        marks=("slow",) if full or real else (),
-        selected=not real,
+        tolerance=tolerance or fallback,
+        marks=("slow",) if full or one_size else (),
+        selected=not builder.selection,
+        selection=builder.selection,
     )
 
 
@@ -160,6 +168,7 @@ LOW_PRECISION = (
     ("squeezenet1.1", "int8", ("quantize-int8",), Tolerance(atol=0.0, rtol=0.0, steps=1)),
     ("squeezenet1.1", "f16", ("float16",), Tolerance(atol=1e-2, rtol=2e-2)),
     ("llama-prefill", "int8", ("quantize-int8",), Tolerance(atol=0.0, rtol=0.0, steps=2)),
+    ("resnet18", "int8", ("quantize-int8",), Tolerance(atol=0.0, rtol=0.0, steps=1)),
     ("llama-decode", "bf16", ("bfloat16",), Tolerance(atol=2e-2, rtol=1e-2)),
     ("llama-3.2-1b-layer-decode", "bf16", ("bfloat16",), Tolerance(atol=0.25, rtol=3e-2)),
     ("qwen2.5-0.5b-layer-decode", "bf16", ("bfloat16",), Tolerance(atol=0.25, rtol=3e-2)),
