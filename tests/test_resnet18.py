@@ -7,6 +7,8 @@ onnx, onnxruntime and the settings only; its IREE cells run with ``--rvv-models=
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +136,15 @@ def test_resnet18_runs_when_named_or_by_the_studies_selection():
     assert _chosen("resnet18,resnet18-int8") == ["resnet18", "resnet18-int8"]
     assert _chosen(STUDIES) == ["resnet18", "resnet18-int8"]
     assert not {"resnet18", "resnet18-int8"} & set(_chosen("real-layers"))
+
+
+def test_models_command_lists_the_studies_selection():
+    cli = Path(sys.executable).parent / "pytest-rvv"
+    proc = subprocess.run([str(cli), "models", "--rvv-models=studies", f"--rvv-cache-dir={USER_CACHE}"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "resnet18  [ci]  marks: slow" in out and "resnet18-int8  [ci]  marks: slow" in out
+    assert out.count("source: built in code: resnet18 (ci, seed 0)") == 2
+    assert out.count("inputs: input 1x3x224x224 float32 normal") == 2
+    assert "Conv 20" in out and "DequantizeLinear 75, QuantizeLinear 33, Conv 20" in out
