@@ -16,8 +16,9 @@ from onnx import numpy_helper, shape_inference
 from pytest_rvv.model.builders import BUILDERS, REAL_FAMILY, SIZES
 from pytest_rvv.model.model import InputSpec
 
-# the architectures at CI size (the real-shaped layers, 60-250 MB each, are checked in test_decoder_builder.py)
-NAMES = [n for n, b in BUILDERS.items() if b.family != REAL_FAMILY]
+# the architectures at CI size (the real-shaped layers, 60-250 MB each, are checked in test_decoder_builder.py;
+# ResNet18, one size, in test_resnet18.py)
+NAMES = [n for n, b in BUILDERS.items() if not b.selection]
 CNNS = [n for n in NAMES if BUILDERS[n].family.endswith("CNN")]
 DECODERS = [n for n in NAMES if BUILDERS[n].family == "decoder LLM"]  # more in test_decoder_builder.py
 _DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT64: "int64"}
@@ -256,10 +257,10 @@ def test_tinybert_attention_mask_is_applied():
 
 def test_registry_metadata():
     families = {"depthwise CNN", "plain CNN", "large-kernel CNN", "inception CNN", "transformer encoder",
-                "decoder LLM", REAL_FAMILY}
+                "decoder LLM", REAL_FAMILY, "residual CNN"}
     assert NAMES == ["mobilenetv2", "squeezenet1.1", "alexnet", "nin", "googlenet", "tinybert", "llama-prefill",
                      "llama-prefill-int8w", "llama-decode", "llama-decode-int8w"]
-    assert [n for n in BUILDERS if n not in NAMES] == [
+    assert [n for n in BUILDERS if n not in NAMES] == ["resnet18"] + [
         f"{llm}-layer-{step}{weights}" for llm in ("llama-3.2-1b", "qwen2.5-0.5b") for step in ("prefill", "decode")
         for weights in ("", "-int8w")]
     for name, builder in BUILDERS.items():

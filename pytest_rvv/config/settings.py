@@ -25,10 +25,9 @@ from pytest_rvv.config.machine import check_name
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target, resolve_targets, target_from_table
 from pytest_rvv.model.manifest import model_from_table
 from pytest_rvv.model.model import Model
-from pytest_rvv.model.registry import SIZES, builtin_models
+from pytest_rvv.model.registry import SELECTIONS, SIZES, builtin_models
 
 DEFAULT_TIMEOUT_S = 600.0
-UNSELECTED_MODELS = "real-layers"  # --rvv-models=real-layers: every model not run by default (the real-shaped layers)
 DEFAULT_MAX_SHARE_DROP = 5.0  # percentage points a model's vector share may fall (--rvv-max-vector-share-drop)
 
 
@@ -62,8 +61,9 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("targets", "comma-separated target names (default: all built-in targets)",
            table_key="default-targets", metavar="NAMES"),
-    Option("models", f"comma-separated model names, or {UNSELECTED_MODELS} for the real-shaped decoder layers "
-           "(default: every registered model but those)",
+    Option("models", "comma-separated model names, or a selection of models not run by default: "
+           + "; ".join(f"{name} ({what})" for name, what in SELECTIONS.items()) + " (default: every registered model "
+           "but those)",
            table_key="default-models", metavar="NAMES"),
     Option("size", "model size preset: ci (small inputs, fast under QEMU; default) or full",
            metavar="ci|full"),
@@ -345,7 +345,7 @@ def _models(given: _Given, table: Mapping[str, Any],
     known = {**builtin_models(size), **user_models}
     every_name = frozenset({*builtin_models("ci"), *builtin_models("full"), *user_models})
     given_names = [n for name in _names(given.value("models"))
-                   for n in ([m for m, model in known.items() if not model.selected] if name == UNSELECTED_MODELS
+                   for n in ([m for m, model in known.items() if model.selection == name] if name in SELECTIONS
                              else [name])]
     names = [n if n in known or f"{n}-full" not in known else f"{n}-full"
              for n in given_names or [n for n, m in known.items() if m.selected]]

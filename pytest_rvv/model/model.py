@@ -114,6 +114,7 @@ class Model:
     marks: tuple[str, ...] = ()
     description: str = ""
     selected: bool = field(default=True, compare=False)  # run when --rvv-models names none (real-shaped layers: not)
+    selection: str = field(default="", compare=False)  # the --rvv-models name that runs it if not selected by default
 
     def generate_inputs(self) -> list[np.ndarray]:
         """Seeded inputs, identical on every call and every machine."""

@@ -11,6 +11,11 @@ from pytest_rvv.model.model import InputSpec, Model, Tolerance
 from pytest_rvv.model.sources import WheelFile
 
 SIZES = ("ci", "full")
+# Named selections (``--rvv-models=NAME``) of the models not run by default; a builder names its own (``selection``).
+REAL_LAYERS = "real-layers"
+STUDIES = "studies"
+SELECTIONS = {REAL_LAYERS: "the real-shaped decoder layers",
+              STUDIES: "the architectures published studies measure: ResNet18 at 224x224, fp32 and int8"}
 MINILM_VOCAB = 30522
 RAPIDOCR = ("rapidocr-onnxruntime", "1.4.4")
 
@@ -105,23 +110,26 @@ def _pretrained(size: str) -> list[Model]:
 
 
 def _built(base: str, size: str, tolerance: Tolerance | None, kind: str = "", steps: tuple[str, ...] = ()) -> Model:
-    """A model of ``base``'s builder (seeded weights), ``kind`` and ``steps`` for a low-precision variant. A
-    real-shaped layer has one size, is marked slow and is not selected by default."""
+    """A model of ``base``'s builder (seeded weights), ``kind`` and ``steps`` for a low-precision variant. One in a
+    named selection (a real-shaped layer, a study's architecture) has one size, is marked slow and is not selected by
+    default."""
     from pytest_rvv.model.builders import BUILDERS, REAL_FAMILY
     from pytest_rvv.model.generated import GeneratedSource
 
     builder = BUILDERS[base]
-    real = builder.family == REAL_FAMILY
-    full = "-full" if size == "full" and not real else ""
+    one_size = bool(builder.selection)
+    full = "-full" if size == "full" and not one_size else ""
+    fallback = REAL_LAYER_TOLERANCE if builder.family == REAL_FAMILY else DEFAULT_TOLERANCE
     return Model(
         name=base + (f"-{kind}" if kind else "") + full,
         description=f"{builder.description}, seeded weights" + (f", {steps[0]}" if steps else ""),
-        source=GeneratedSource(base, "ci" if real else size),
+        source=GeneratedSource(base, "ci" if one_size else size),
         inputs=builder.inputs(size),
         preparation=steps,
-        tolerance=REAL_LAYER_TOLERANCE if real and tolerance is None else tolerance or DEFAULT_TOLERANCE,
-        marks=("slow",) if full or real else (),
-        selected=not real,
+        tolerance=tolerance or fallback,
+        marks=("slow",) if full or one_size else (),
+        selected=not builder.selection,
+        selection=builder.selection,
     )
 
 
@@ -131,7 +139,13 @@ DEFAULT_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3)
 def _generated(size: str) -> list[Model]:
     from pytest_rvv.model.builders import BUILDERS
 
-    return [_built(name, size, {"tinybert": Tolerance(atol=1e-3, rtol=1e-3)}.get(name)) for name in BUILDERS]
+    return [_built(name, size, GENERATED_TOLERANCES.get(name)) for name in BUILDERS]
+
+
+# ResNet18 sums over up to 4608 products of activations near 50 (it has no BatchNorm statistics of its own data) into
+# logits of std 3: measured with IREE 3.13.0 on rv64gc, rv64gcv-zvl256b and -mmt4d, max abs error 2.2e-4, one logit
+# of 1000 at 4.6e-3 relative, against the default 1e-4 + 1e-3 relative.
+GENERATED_TOLERANCES = {"tinybert": Tolerance(atol=1e-3, rtol=1e-3), "resnet18": Tolerance(atol=1e-3, rtol=1e-3)}
 
 
 # The real-shaped layers sum over 2048 (Llama) or 896 (Qwen) hidden values and 8192 / 4864 FFN values per output: f32
@@ -156,10 +170,18 @@ REAL_LAYER_TOLERANCE = Tolerance(atol=1e-3, rtol=1e-3)
 # and 8192 (Llama) or 896 and 4864 (Qwen) bf16 products: measured on rv64gcv-zvl256b and -mmt4d, logits up to 11 off by
 # up to 0.188 (Llama; 3 ulp of the largest) and 0.125 (Qwen), the KV cache by one ulp; a logit near 0 is off by as
 # much, so the allowance is absolute (0.25 + 3 %): a wrong kernel moves logits by whole units.
+# ResNet18's int8 logits: IREE's integer convs and onnxruntime's float QDQ emulation round a tie differently in a
+# few elements of the first block (1 step), and 20 convs and 8 residual adds carry that on (measured layer by layer
+# on host and rv64gc alike: up to 6 steps on 30 % of layer4's activations, 1 step on 15 % of the pooled features),
+# then the FC maps a 1-step feature error (1.34) onto its own 14x finer output grid (0.0969): 23 steps (2.2) on all
+# three riscv64 targets and the host, identical (median 5; the top class moves from 431 to 441). 32 steps fail the
+# wrong input (the next seed's image: 153 steps).
+RESNET18_INT8_STEPS = 32
 LOW_PRECISION = (
     ("squeezenet1.1", "int8", ("quantize-int8",), Tolerance(atol=0.0, rtol=0.0, steps=1)),
     ("squeezenet1.1", "f16", ("float16",), Tolerance(atol=1e-2, rtol=2e-2)),
     ("llama-prefill", "int8", ("quantize-int8",), Tolerance(atol=0.0, rtol=0.0, steps=2)),
+    ("resnet18", "int8", ("quantize-int8",), Tolerance(atol=0.0, rtol=0.0, steps=RESNET18_INT8_STEPS)),
     ("llama-decode", "bf16", ("bfloat16",), Tolerance(atol=2e-2, rtol=1e-2)),
     ("llama-3.2-1b-layer-decode", "bf16", ("bfloat16",), Tolerance(atol=0.25, rtol=3e-2)),
     ("qwen2.5-0.5b-layer-decode", "bf16", ("bfloat16",), Tolerance(atol=0.25, rtol=3e-2)),

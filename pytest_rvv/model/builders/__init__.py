@@ -14,22 +14,37 @@ from functools import partial
 import onnx
 
 from pytest_rvv.model.builders import decoder
-from pytest_rvv.model.builders.cnn import alexnet, googlenet, image_inputs, mobilenetv2, nin, squeezenet11
+from pytest_rvv.model.builders.cnn import (
+    alexnet,
+    googlenet,
+    image_inputs,
+    mobilenetv2,
+    nin,
+    resnet18,
+    resnet18_inputs,
+    squeezenet11,
+)
 from pytest_rvv.model.builders.transformer import tinybert, tinybert_inputs
 from pytest_rvv.model.model import InputSpec
+from pytest_rvv.model.registry import REAL_LAYERS, STUDIES
 
 SIZES = ("ci", "full")
 
 
 @dataclass(frozen=True)
 class Builder:
-    """One architecture: ``build(size, seed)`` and the graph inputs for ``size``."""
+    """One architecture: ``build(size, seed)`` and the graph inputs for ``size``.
+
+    ``selection`` names the ``--rvv-models`` selection that runs it; one that has one is built at one size and is not
+    run by default (``selection`` empty: the default run's).
+    """
 
     name: str
     description: str
     family: str
     build: Callable[[str, int], onnx.ModelProto]
     inputs: Callable[[str], tuple[InputSpec, ...]]
+    selection: str = ""
 
 
 REAL_FAMILY = "real-shaped decoder layer"  # built at the dims people deploy: not run unless named
@@ -46,6 +61,8 @@ BUILDERS: dict[str, Builder] = {
                 "large-kernel CNN", nin, partial(image_inputs, "nin")),
         Builder("googlenet", "GoogLeNet / Inception v1 (9 inception blocks, conv+BN+ReLU, no aux heads)",
                 "inception CNN", googlenet, partial(image_inputs, "googlenet")),
+        Builder("resnet18", "ResNet18 (torchvision layout, BatchNorm folded into the convs: 7x7/2 stem, 8 BasicBlocks "
+                "64-512, global avg pool, FC 1000; 224x224)", "residual CNN", resnet18, resnet18_inputs, STUDIES),
         Builder("tinybert", "TinyBERT 4L-312D (4 encoder layers, 12 heads, GELU FFN 1200)", "transformer encoder",
                 tinybert, tinybert_inputs),
         *(Builder(f"llama-{step}{suffix}", f"Llama decoder {what} (2 layers, hidden 64, 4 heads / 2 KV heads, "
@@ -58,7 +75,7 @@ BUILDERS: dict[str, Builder] = {
         *(Builder(f"{name}-{step}{suffix}", f"one {name.removesuffix('-layer')} decoder layer at its real dims "
                   f"(hidden {dims.hidden}, {dims.heads} heads / {dims.kv_heads} KV heads, RoPE, RMSNorm, SwiGLU "
                   f"{dims.ffn}; vocabulary and LM head reduced to {dims.vocab}), {what}{weights}", REAL_FAMILY,
-                  partial(build, dims, int8w=bool(suffix)), partial(inputs, dims))
+                  partial(build, dims, int8w=bool(suffix)), partial(inputs, dims), REAL_LAYERS)
           for name, dims in decoder.REAL_LAYERS.items()
           for step, what, build, inputs in (
               ("prefill", f"prefill of {decoder.REAL_PREFILL} tokens", decoder.real_prefill,
@@ -69,4 +86,4 @@ BUILDERS: dict[str, Builder] = {
     )
 }
 
-__all__ = ["BUILDERS", "SIZES", "Builder"]
+__all__ = ["BUILDERS", "REAL_FAMILY", "SIZES", "Builder"]

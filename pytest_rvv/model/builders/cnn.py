@@ -1,11 +1,15 @@
-"""Image classifiers with seeded random weights: MobileNetV2, SqueezeNet 1.1, AlexNet, NiN, GoogLeNet.
+"""Image classifiers with seeded random weights: MobileNetV2, SqueezeNet 1.1, AlexNet, NiN, GoogLeNet, ResNet18.
 
 Input ``input`` float32 [1, 3, H, W], output ``output`` float32 [1, 1000] logits. ``size="full"`` is
-224x224; ``size="ci"`` shrinks only the image (``CI_IMAGE``): every layer of the full network is kept.
+224x224; ``size="ci"`` shrinks only the image (``CI_IMAGE``): every layer of the full network is kept. ResNet18
+has one size, 224x224 (the studies it is compared with measure it there).
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import onnx
 
 from pytest_rvv.model.builders.graph import GraphBuilder
@@ -211,3 +215,106 @@ def googlenet(size: str, seed: int) -> onnx.ModelProto:
     with g.scope("fc"):
         x = g.gemm(g.flatten(g.global_avgpool(x)), CLASSES)
     return _logits(g, x)
+
+
+# ResNet18 ---------------------------------------------------------------------------------------
+
+RESNET18_IMAGE = 224  # one size: the studies' ResNet18 rows (iree issue 24772) are measured at 224x224
+RESNET18_STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))  # torchvision's layer1-4: width, first block's stride
+RESNET18_BLOCKS = 2  # BasicBlocks per stage
+RESNET18_BN_EPS = 1e-5
+
+
+def resnet18_inputs(size: str) -> tuple[InputSpec, ...]:
+    """ResNet18's one input at either size: a normalised 224x224 image, N(0, 1)."""
+    if size not in ("ci", "full"):
+        raise ValueError(f"unknown size {size!r}; expected 'ci' or 'full'")
+    return (InputSpec("input", (1, 3, RESNET18_IMAGE, RESNET18_IMAGE), "float32", "normal", 0.0, 1.0),)
+
+
+def _conv_bn_folded(g: GraphBuilder, x: str, out: int, kernel: int, stride: int = 1, relu: bool = True) -> str:
+    """Conv (no bias) + inference BatchNorm folded into one biased Conv, as ``torch.onnx.export`` writes an eval-mode
+    torchvision model: the BN's seeded statistics (``GraphBuilder.batchnorm``'s distributions) scale the He weights
+    per output channel (``gamma / sqrt(var + eps)``) and become the bias (``beta - mean * scale``)."""
+    c = g.shape(x)[1]
+    fan_in = c * kernel * kernel
+    weight = g.rng.standard_normal((out, c, kernel, kernel), dtype=np.float32) * np.float32(math.sqrt(2.0 / fan_in))
+    gamma = g.rng.uniform(0.8, 1.2, out)
+    beta = g.rng.uniform(-0.1, 0.1, out)
+    mean = g.rng.standard_normal(out) * 0.1
+    var = g.rng.uniform(0.5, 1.5, out)
+    scale = gamma / np.sqrt(var + RESNET18_BN_EPS)
+    w = g.const((weight * scale[:, None, None, None]).astype(np.float32), "weight")
+    b = g.const((beta - mean * scale).astype(np.float32), "bias")
+    n, _, h, wd = g.shape(x)
+    pad = (kernel - 1) // 2
+    oh, ow = ((s + 2 * pad - kernel) // stride + 1 for s in (h, wd))
+    y = g.node("Conv", [x, w, b], (n, out, oh, ow), kernel_shape=[kernel, kernel], strides=[stride, stride],
+               pads=[pad] * 4, dilations=[1, 1], group=1)
+    return g.relu(y) if relu else y
+
+
+def _basic_block(g: GraphBuilder, x: str, width: int, stride: int) -> str:
+    """torchvision's BasicBlock: 3x3 conv-BN-ReLU, 3x3 conv-BN, plus the identity (or a 1x1/stride conv-BN
+    downsample when the shape changes), ReLU."""
+    with g.scope("conv1"):
+        y = _conv_bn_folded(g, x, width, 3, stride)
+    with g.scope("conv2"):
+        y = _conv_bn_folded(g, y, width, 3, relu=False)
+    if stride != 1 or g.shape(x)[1] != width:
+        with g.scope("downsample"):
+            x = _conv_bn_folded(g, x, width, 1, stride, relu=False)
+    return g.relu(g.add(y, x))
+
+
+def resnet18(size: str, seed: int) -> onnx.ModelProto:
+    """ResNet18 (torchvision layout, BatchNorm folded into the convs): conv1 7x7/2 64, max pool 3x3/2, layer1-4 of
+    two BasicBlocks (64, 128, 256, 512; a 1x1/2 conv downsample on the first block of layers 2-4), global average
+    pool, FC 1000. 224x224 at both sizes."""
+    g = GraphBuilder("resnet18", seed)
+    spec = resnet18_inputs(size)[0]
+    x = g.input(spec.name, spec.shape, spec.dtype)
+    with g.scope("conv1"):
+        x = _conv_bn_folded(g, x, 64, 7, 2)
+    x = g.maxpool(x, 3, 2, 1)
+    for stage, (width, stride) in enumerate(RESNET18_STAGES, start=1):
+        for block in range(RESNET18_BLOCKS):
+            with g.scope(f"layer{stage}.{block}"):
+                x = _basic_block(g, x, width, stride if block == 0 else 1)
+    features = g.flatten(g.global_avgpool(x))
+    with g.scope("fc"):
+        x = _centred_fc(g, features, seed)
+    return _logits(g, x)
+
+
+RESNET18_CENTRING_IMAGES = 8  # seeded images whose mean pooled features the FC bias subtracts
+RESNET18_CENTRING_DECIMALS = 2  # the mean is rounded so a last-bit difference in onnxruntime's sums changes nothing
+
+
+def _centred_fc(g: GraphBuilder, features: str, seed: int) -> str:
+    """FC 1000 (He weights) whose bias also subtracts ``W @ mean(features)`` over seeded images.
+
+    Random weights leave the pooled features of ReLU outputs almost all common mode (measured: mean 50, 3 % of
+    that varying between input images), so every input got the same class (argmax 593 for every seed). A trained
+    network's FC does not see that offset; subtracting it leaves logits that follow the input (std about 2).
+    """
+    import onnxruntime as ort
+    from onnx import helper
+
+    n, width = g.shape(features)
+    graph = helper.make_graph(list(g.nodes), "features", list(g.inputs),
+                              [helper.make_tensor_value_info(features, onnx.TensorProto.FLOAT, [n, width])],
+                              list(g.initializers))
+    body = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(body.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    images = np.random.default_rng((seed, RESNET18_IMAGE))
+    spec = resnet18_inputs("ci")[0]
+    mean = np.mean([session.run(None, {spec.name: spec.generate(images)})[0][0]
+                    for _ in range(RESNET18_CENTRING_IMAGES)], axis=0)
+    mean = np.round(mean, RESNET18_CENTRING_DECIMALS).astype(np.float32)
+    weight = g.rng.standard_normal((CLASSES, width), dtype=np.float32) * np.float32(math.sqrt(2.0 / width))
+    bias = g.rng.uniform(-0.05, 0.05, CLASSES).astype(np.float32) - weight @ mean
+    return g.node("Gemm", [features, g.const(weight, "weight"), g.const(bias.astype(np.float32), "bias")],
+                  (n, CLASSES), transB=1)
