@@ -67,6 +67,10 @@ def build_harness(sysroot: PeerSysroot, tools_dir: Path | None = None) -> Path:
     return Store(tools_dir or default_tools_dir()).get_or_build(NAMESPACE, key, build).file(EXECUTABLE)
 
 
+class PeerRejected(RunFailed):
+    """ONNX Runtime's riscv64 build refused the model (it said why: an operator it lacks, a model it rejects)."""
+
+
 @dataclass(frozen=True)
 class PeerRun:
     """One run of the harness: ONNX Runtime's outputs, the process, and its own timings."""
@@ -99,16 +103,18 @@ def executable_ranges(maps: str) -> dict[str, list[tuple[int, int]]]:
 def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target, model: Path,
                 inputs: list[np.ndarray], workdir: Path, num_outputs: int, *, threads: int = 1,
                 optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
-                timeout_s: float = RUN_TIMEOUT_S) -> PeerRun:
+                launcher: tuple[str, ...] = (), timeout_s: float = RUN_TIMEOUT_S) -> PeerRun:
     """Run ``model`` on ``inputs`` with ONNX Runtime for riscv64, under ``qemu`` with ``target``'s CPU.
 
     ``optimizations``: ONNX Runtime's graph optimization level (OPTIMIZATIONS; ``ORACLE_LEVELS`` maps the oracle's
     level to it), ``repeat``: runs in one session (counted runs of 1 and 2 differ by one run's work), ``maps``: where
-    each library's code was (``PeerRun.library_of``, to attribute executed counts), ``qemu_args`` e.g. a -plugin.
+    each library's code was (``PeerRun.library_of``, to attribute executed counts), ``qemu_args`` e.g. a -plugin,
+    ``launcher`` before everything (the RSS probe).
     The guest sees the run's folder: the model, inputs and outputs by relative names, an empty environment, and
     addresses from QEMU's reserved range (``-R``, as iree-run-module's runs): executed counts are then exact from
     run to run (measured on mobilenetv3-cls: 460,551,185 twice; without -R 460,582,513 and 460,624,449).
-    A failure raises RunFailed with one line naming the model and what ONNX Runtime (or QEMU) said.
+    A failure raises RunFailed with one line naming the model and what ONNX Runtime (or QEMU) said;
+    ``PeerRejected`` when ONNX Runtime itself refused the model (exit 1: an operator it lacks, a model it rejects).
     """
     if optimizations not in OPTIMIZATIONS:
         raise ValueError(f"optimizations={optimizations!r}: one of {', '.join(OPTIMIZATIONS)}")
@@ -122,7 +128,8 @@ def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target,
         np.save(workdir / name, np.ascontiguousarray(array), allow_pickle=False)
     for name in [*out_names, "maps.txt"]:
         (workdir / name).unlink(missing_ok=True)
-    argv = [str(qemu.path), "-cpu", target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE, "-L", str(sysroot.path), *qemu_args,
+    argv = [*launcher, str(qemu.path), "-cpu", target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE, "-L", str(sysroot.path),
+            *qemu_args,
             "-0", EXECUTABLE, str(harness), "model.onnx", *(f"--input=@{n}" for n in in_names),
             *(f"--output=@{n}" for n in out_names), f"--threads={threads}", f"--optimizations={optimizations}",
             f"--repeat={repeat}", *(["--maps=@maps.txt"] if maps else [])]
@@ -131,8 +138,9 @@ def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target,
         said = [line for line in result.stderr.splitlines() if line.startswith("ort_harness: ")]
         reason = said[-1].removeprefix("ort_harness: model.onnx: ") if said else \
             (result.stderr.strip().splitlines() or [""])[-1][:300]
-        raise RunFailed(f"{model.name}: ONNX Runtime (riscv64, {target.name}) failed ({result.status()}): {reason}",
-                        result.stderr[-4000:])
+        error = PeerRejected if result.returncode == 1 and said and not result.timed_out else RunFailed
+        raise error(f"{model.name}: ONNX Runtime (riscv64, {target.name}) failed ({result.status()}): {reason}",
+                    result.stderr[-4000:])
     timings = {parts[0]: int(parts[1]) for parts in map(str.split, result.stdout.splitlines())
                if len(parts) == 2 and parts[0] in ("session_us", "run_us") and parts[1].isdigit()}
     outputs = [np.load(workdir / name, allow_pickle=False) for name in out_names]

@@ -1,0 +1,172 @@
+"""A cell beside its peer: IREE's and ONNX Runtime's executed work per call on the same model, inputs and QEMU CPU.
+
+Per call means the same on both sides: the work one more call adds, the one-time work left out. IREE's is
+``executed_per_call_instructions`` (measure/metrics.py): its dispatches' instructions in the counted run less the
+module load's (measure/executed.py). ONNX Runtime's is a counted run of two calls in one session less a run of one
+call (run/peer.py): session creation (loading, optimizing and planning the model) is in both and cancels. ONNX Runtime's
+count is every instruction its process executes (its kernels and its framework around them, libc, libstdc++...),
+attributed to the library whose code holds each executed block; IREE's is its dispatch code only (the runtime's own
+code around the dispatches is not exactly repeatable from run to run and is left out, as in every IREE count here).
+
+Estimated silicon cycles (measure/silicon.py) are IREE's only: the estimate walks each executed block over the
+disassembly of the code that holds it with its function names, and ONNX Runtime's library is stripped (no kernel
+names) and 20 MB of code outside any dispatch; ONNX Runtime's side is given in executed instructions only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.config.cores import CORES
+from pytest_rvv.measure.agreement import CheckedRun, compare
+from pytest_rvv.measure.counts import parse
+from pytest_rvv.measure.executed import measure_executed, measure_one_time
+from pytest_rvv.measure.silicon import estimate_once
+from pytest_rvv.measure.static import share
+from pytest_rvv.run.onnxruntime import reference_level
+from pytest_rvv.run.ort_harness import ORACLE_LEVELS
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRunner, PeerRuns, RecordedPeerRun
+from pytest_rvv.session import Cell
+
+CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
+TOP = 3  # IREE dispatches named as what makes the difference
+UNMAPPED = "(unmapped)"
+
+
+@dataclass(frozen=True)
+class PeerWork:
+    """The peer's side of a cell: its agreement with onnxruntime on the host, its executed work per call by library,
+    vector share and peak RSS."""
+
+    peer: str  # "ONNX Runtime 1.21.0 (Debian trixie riscv64, rv64gc)"
+    checked: CheckedRun
+    per_call: int  # executed instructions one call adds (two calls less one)
+    session: int  # what a one-call run executes besides the call (session creation, the harness)
+    libraries: dict[str, int]  # per call, by file (libonnxruntime.so.1.21.0, libc.so.6, ...)
+    vector: int  # vector instructions per call
+    rss_kb: int | None  # the emulator's peak RSS, one call
+
+    @property
+    def vector_share(self) -> float:
+        return share(self.vector, self.per_call)
+
+    def library_share(self, prefix: str) -> float:
+        """The share (%) of a call's work in the libraries whose file name starts with ``prefix``."""
+        return share(sum(n for name, n in self.libraries.items() if name.startswith(prefix)), self.per_call)
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a change in the peer's work shows in (deterministic: one thread, QEMU's reserved address space)."""
+        return {"peer": self.peer, "per_call_instructions": self.per_call,
+                "libraries": {k: v for k, v in sorted(self.libraries.items()) if v}}
+
+
+@dataclass(frozen=True)
+class IreeWork:
+    """IREE's side: its dispatches' executed instructions per call, vector share and est. cycles on CORE."""
+
+    dispatches: dict[str, int]  # per call
+    vector: int  # per call
+    est_ms: float | None  # est. ms per call on CORE (None: llvm-mca missing)
+
+    @property
+    def per_call(self) -> int:
+        return sum(self.dispatches.values())
+
+    @property
+    def vector_share(self) -> float:
+        return share(self.vector, self.per_call)
+
+    def top(self, n: int = TOP) -> list[tuple[str, int]]:
+        return sorted(self.dispatches.items(), key=lambda kv: -kv[1])[:n]
+
+    @property
+    def pack_share(self) -> float:
+        """The share (%) of a call's work in dispatches named pack or unpack (data layout, not arithmetic)."""
+        return share(sum(n for k, n in self.dispatches.items() if "pack" in k), self.per_call)
+
+
+@dataclass(frozen=True)
+class PeerComparison:
+    """One model x target: IREE beside its peer."""
+
+    model: str
+    target: str
+    iree: IreeWork
+    peer: PeerWork
+    toolchain: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float | None:
+        """IREE's work per call / the peer's."""
+        return self.iree.per_call / self.peer.per_call if self.peer.per_call else None
+
+    def row(self) -> dict[str, Any]:
+        """The table's row (the test's record, results.json's ``peers``)."""
+        return {"model": self.model, "target": self.target, "toolchain": self.toolchain, "peer": self.peer.peer,
+                "iree": {"per_call_instructions": self.iree.per_call, "vector_share_percent": self.iree.vector_share,
+                         "est_ms": None if self.iree.est_ms is None else round(self.iree.est_ms, 3), "core": CORE,
+                         "top_dispatches": [{"dispatch": k, "instructions": n, "share_percent": share(n,
+                                                                                                    self.iree.per_call)}
+                                            for k, n in self.iree.top()],
+                         "pack_share_percent": self.iree.pack_share},
+                "onnxruntime": {"per_call_instructions": self.peer.per_call, "session_instructions": self.peer.session,
+                                "vector_share_percent": self.peer.vector_share, "est_ms": None,
+                                "libraries": dict(sorted(self.peer.libraries.items(), key=lambda kv: -kv[1])),
+                                "libonnxruntime_share_percent": self.peer.library_share("libonnxruntime"),
+                                "peak_rss_kb": self.peer.rss_kb,
+                                "max_abs_error": self.peer.checked.agreement.max_abs},
+                "ratio": None if self.ratio is None else round(self.ratio, 4), "notes": self.notes}
+
+
+def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
+    """A counted peer run's executed instructions per library, and its vector instructions."""
+    assert run.counts is not None
+    counts = parse(run.counts.read_text(), run.counts)
+    libraries: dict[str, int] = {}
+    vector = 0
+    for block in counts.blocks:
+        name = run.library_of(block.vaddr) or UNMAPPED
+        libraries[name] = libraries.get(name, 0) + block.n_insns * block.execs
+        vector += (block.varith + block.vmem + block.vset) * block.execs
+    return libraries, vector
+
+
+def measure_peer(cell: Cell, runner: PeerRunner, runs: PeerRuns) -> PeerWork:
+    """The peer on the cell's prepared model and seeded inputs: agreement (one call), per-call work (two calls less
+    one), peak RSS. Raises RunFailed / PeerRejected (one line naming the model) when it cannot run the model."""
+    oracle = cell.oracle
+    if oracle is None:
+        raise ValueError(f"{cell.model.name} x {cell.target.name} was resolved without its oracle")
+    level = ORACLE_LEVELS[reference_level(oracle.prepared)]
+    args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), level)
+    plain = runs.run(PLAIN, *args)
+    agreement = compare(plain.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
+    checked = CheckedRun(cell.model.name, cell.target.name, agreement, f" ({runner.describe()})", plain.repro)
+    (one, vector_one), (two, vector_two) = (by_library(runs.run(kind, *args)) for kind in (COUNTED_ONE, COUNTED_TWO))
+    libraries = {name: two.get(name, 0) - one.get(name, 0) for name in {*one, *two}}
+    per_call = sum(libraries.values())
+    return PeerWork(runner.describe(), checked, per_call, sum(one.values()) - per_call,
+                    {k: v for k, v in libraries.items() if v}, vector_two - vector_one, plain.rss_kb)
+
+
+def measure_iree(cell: Cell, workdir: Path) -> IreeWork:
+    """IREE's dispatches per call: the counted run less the module load, dispatch by dispatch, and its est. ms on
+    CORE (None when llvm-mca is missing)."""
+    run, load = measure_executed(cell, workdir / "counted"), measure_one_time(cell, workdir / "loaded")
+    dispatches = run.attribution["dispatches"]
+    once = load.attribution["dispatches"]
+    per_call = {k: d["instructions"] - once.get(k, {}).get("instructions", 0) for k, d in dispatches.items()}
+    vector = sum(d["vector"] - once.get(k, {}).get("vector", 0) for k, d in dispatches.items())
+    core = CORES[CORE]
+    try:
+        arch, executables = cell.target.arch, cell.artifact.executables
+        cycles = [estimate_once(m.counts, m.run.counts, executables, arch, (core,), cell.store)[core.name].total
+                  for m in (run, load) if m.run.counts is not None]
+        est_ms = (cycles[0] - cycles[1]) / (core.ghz * 1e6) if len(cycles) == 2 and core.ghz else None
+    except ToolMissing:
+        est_ms = None
+    return IreeWork({k: n for k, n in per_call.items() if n > 0}, vector, est_ms)
