@@ -165,6 +165,7 @@ def measure_iree(cell: Cell, workdir: Path) -> IreeWork:
     try:
         arch, executables = cell.target.arch, cell.artifact.executables
         cycles = [estimate_once(m.counts, m.run.counts, executables, arch, (core,), cell.store)[core.name].total
+                  if m.per_dispatch else 0  # a load that runs no dispatch: nothing to estimate (as performance.py)
                   for m in (run, load) if m.run.counts is not None]
         est_ms = (cycles[0] - cycles[1]) / (core.ghz * 1e6) if len(cycles) == 2 and core.ghz else None
     except ToolMissing:
