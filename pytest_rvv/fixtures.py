@@ -344,8 +344,8 @@ _PEER_RUNNERS: dict[tuple[str, Path | None, Path], PeerRunner] = {}
 
 
 @pytest.fixture
-def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_cell: Callable[[], Cell],
-             tmp_path: Path, record_property: Any) -> Callable[..., PeerWork | PeerComparison]:
+def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, tmp_path: Path, record_property: Any,
+             request: pytest.FixtureRequest) -> Callable[..., PeerWork | PeerComparison]:
     """``rvv_model`` on ``rvv_target``'s peer (--rvv-peers: ONNX Runtime's riscv64 build under the same QEMU CPU):
     ``rvv_peer()`` its work (agreement, per call, by library), ``rvv_peer(beside=True)`` IREE's cell beside it (the
     peers table's row, left on the test's record).
@@ -365,17 +365,17 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
         return _PEER_RUNNERS[key]
 
     def measure(beside: bool = False) -> PeerWork | PeerComparison:
-        cell = rvv_cell()
         peer = runner()
-        try:
-            work = measure_peer(cell, peer, PeerRuns(rvv_session.store, settings.timeout_s, rvv_session.stages))
+        try:  # the peer needs the oracle only: nothing of IREE's (a model IREE cannot compile still runs here)
+            work = measure_peer(rvv_model, rvv_session.oracle(rvv_model), peer,
+                                PeerRuns(rvv_session.store, settings.timeout_s, rvv_session.stages))
         except PeerRejected as exc:
             _judged(peer_refused(str(exc)), record_property)
             raise
         if not beside:
             return work
         try:
-            iree = measure_iree(cell, tmp_path)
+            iree = measure_iree(request.getfixturevalue("rvv_cell")(), tmp_path)  # IREE's side: its runner now
         except ToolMissing as exc:
             pytest.skip(str(exc))
         comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work,

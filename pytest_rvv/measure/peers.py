@@ -26,10 +26,11 @@ from pytest_rvv.measure.counts import parse
 from pytest_rvv.measure.executed import measure_executed, measure_one_time
 from pytest_rvv.measure.silicon import estimate_once
 from pytest_rvv.measure.static import share
+from pytest_rvv.model.model import Model
 from pytest_rvv.run.onnxruntime import reference_level
 from pytest_rvv.run.ort_harness import ORACLE_LEVELS
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRunner, PeerRuns, RecordedPeerRun
-from pytest_rvv.session import Cell
+from pytest_rvv.session import Cell, Oracle
 
 CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
 TOP = 3  # IREE dispatches named as what makes the difference
@@ -135,17 +136,15 @@ def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
     return libraries, vector
 
 
-def measure_peer(cell: Cell, runner: PeerRunner, runs: PeerRuns) -> PeerWork:
-    """The peer on the cell's prepared model and seeded inputs: agreement (one call), per-call work (two calls less
-    one), peak RSS. Raises RunFailed / PeerRejected (one line naming the model) when it cannot run the model."""
-    oracle = cell.oracle
-    if oracle is None:
-        raise ValueError(f"{cell.model.name} x {cell.target.name} was resolved without its oracle")
+def measure_peer(model: Model, oracle: Oracle, runner: PeerRunner, runs: PeerRuns) -> PeerWork:
+    """The peer on the model's prepared file and seeded inputs (the oracle's, as IREE's cell): agreement (one call),
+    per-call work (two calls less one), peak RSS. Needs nothing of IREE's. Raises RunFailed / PeerRejected (one line
+    naming the model) when it cannot run the model."""
     level = ORACLE_LEVELS[reference_level(oracle.prepared)]
-    args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), level)
+    args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), level, model.name)
     plain = runs.run(PLAIN, *args)
-    agreement = compare(plain.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
-    checked = CheckedRun(cell.model.name, cell.target.name, agreement, f" ({runner.describe()})", plain.repro)
+    agreement = compare(plain.outputs, oracle.outputs, model.tolerance, oracle.steps)
+    checked = CheckedRun(model.name, runner.target.name, agreement, f" ({runner.describe()})", plain.repro)
     (one, vector_one), (two, vector_two) = (by_library(runs.run(kind, *args)) for kind in (COUNTED_ONE, COUNTED_TWO))
     libraries = {name: two.get(name, 0) - one.get(name, 0) for name in {*one, *two}}
     per_call = sum(libraries.values())

@@ -38,7 +38,7 @@ PEERS = (ONNXRUNTIME,)
 PLAIN, COUNTED_ONE, COUNTED_TWO = "plain", "counted-1", "counted-2"
 REPEATS = {PLAIN: 1, COUNTED_ONE: 1, COUNTED_TWO: 2}
 NAMESPACE = "peer-runs"
-RECIPE = "peer-run-v1"
+RECIPE = "peer-run-v2"  # v2: counted runs print no timings
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,13 @@ class PeerRunner:
 
     def run(self, model: Path, inputs: list[np.ndarray], workdir: Path, num_outputs: int, *,
             optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
-            launcher: tuple[str, ...] = (), timeout_s: float | None = None) -> PeerRun:
+            launcher: tuple[str, ...] = (), timeout_s: float | None = None, name: str | None = None,
+            timings: bool = True) -> PeerRun:
         """One run of ``model`` (raises RunFailed, PeerRejected: one line naming the model)."""
         return run_harness(self.harness, self.sysroot, self.qemu, self.target, model, inputs, workdir, num_outputs,
                            optimizations=optimizations, repeat=repeat, maps=maps, qemu_args=qemu_args,
-                           launcher=launcher, **({} if timeout_s is None else {"timeout_s": timeout_s}))
+                           launcher=launcher, label=name, timings=timings,
+                           **({} if timeout_s is None else {"timeout_s": timeout_s}))
 
     def identity(self) -> list[str]:
         """What decides its runs besides the model, inputs and helper."""
@@ -118,7 +120,8 @@ class PeerRuns:
         self.store, self.timeout_s, self.stages = store, timeout_s, stages or Stages()
 
     def run(self, kind: str, runner: PeerRunner, model: Path, inputs: list[np.ndarray], num_outputs: int,
-            optimizations: str) -> RecordedPeerRun:
+            optimizations: str, name: str | None = None) -> RecordedPeerRun:
+        """The ``kind`` run of ``model`` (``name``: the model's name in a failure's line)."""
         if kind not in REPEATS:
             raise ValueError(f"unknown peer run kind {kind!r}")
         if kind == PLAIN:
@@ -139,7 +142,8 @@ class PeerRuns:
                 with self.stages.time("emulate"):
                     run = runner.run(model, inputs, work / "run", num_outputs, optimizations=optimizations,
                                      repeat=REPEATS[kind], maps=kind != PLAIN, qemu_args=qemu_args,
-                                     launcher=launcher, timeout_s=self.timeout_s)
+                                     launcher=launcher, timeout_s=self.timeout_s, name=name,
+                                     timings=kind == PLAIN)
                 for i, array in enumerate(run.outputs):
                     np.save(into / f"output_{i}.npy", array, allow_pickle=False)
                 if counts.is_file():
