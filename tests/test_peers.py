@@ -22,6 +22,7 @@ from pytest_rvv.config.settings import default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.counts import parse
 from pytest_rvv.measure.peers import by_library
+from pytest_rvv.report.peers import moved_lines
 from pytest_rvv.report.results import schema
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PeerRunner, PeerRuns, peer_runner
 from pytest_rvv.run.qemu_plugin import plugin_option
@@ -153,3 +154,15 @@ def test_a_change_in_the_peer_s_work_fails_naming_it(peers_project):
     result.assert_outcomes(failed=1)
     assert "'s work per call on mlp at rv64gc changed" in result.stdout.str()
     assert "libonnxruntime.so.1.21.0" in result.stdout.str()
+
+
+def test_in_an_ab_the_peer_is_a_fixed_point_iree_moves_against():
+    row = {"model": "mobilenetv2", "target": "rv64gcv-zvl256b", "peer": "ONNX Runtime 1.21.0",
+           "onnxruntime": {"per_call_instructions": 1000}, "ratio": 0.51}
+    compared = {"model": "mobilenetv2", "target": "rv64gcv-zvl256b", "reference": "3.12.0", "under_test": "3.13.0",
+                "per_call": {"executed": [420, 510]}}
+    assert moved_lines([row], [compared]) == [
+        "IREE moved from 0.42x to 0.51x of ONNX Runtime's work on mobilenetv2 at rv64gcv-zvl256b (3.12.0 -> 3.13.0)"]
+    # a cell without the peer's row, or a comparison without per-call counts, says nothing
+    assert moved_lines([], [compared]) == []
+    assert moved_lines([row], [{**compared, "per_call": None}]) == []

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rvv.base.errors import ToolMissing
-from pytest_rvv.config.cores import CORES
 from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.counts import parse
 from pytest_rvv.measure.executed import measure_executed, measure_one_time
@@ -154,19 +153,23 @@ def measure_peer(model: Model, oracle: Oracle, runner: PeerRunner, runs: PeerRun
 
 def measure_iree(cell: Cell, workdir: Path) -> IreeWork:
     """IREE's dispatches per call: the counted run less the module load, dispatch by dispatch, and its est. ms on
-    CORE (None when llvm-mca is missing)."""
+    CORE (None when llvm-mca is missing or the target's cores leave CORE out)."""
     run, load = measure_executed(cell, workdir / "counted"), measure_one_time(cell, workdir / "loaded")
     dispatches = run.attribution["dispatches"]
     once = load.attribution["dispatches"]
     per_call = {k: d["instructions"] - once.get(k, {}).get("instructions", 0) for k, d in dispatches.items()}
     vector = sum(d["vector"] - once.get(k, {}).get("vector", 0) for k, d in dispatches.items())
-    core = CORES[CORE]
-    try:
+    cores = cell.target.cores()  # as measure/performance.py estimates them: the same store entries
+    core = next((c for c in cores if c.name == CORE), None)
+    est_ms = None
+    if core is not None and core.ghz and run.run.counts is not None and load.run.counts is not None:
         arch, executables = cell.target.arch, cell.artifact.executables
-        cycles = [estimate_once(m.counts, m.run.counts, executables, arch, (core,), cell.store)[core.name].total
-                  if m.per_dispatch else 0  # a load that runs no dispatch: nothing to estimate (as performance.py)
-                  for m in (run, load) if m.run.counts is not None]
-        est_ms = (cycles[0] - cycles[1]) / (core.ghz * 1e6) if len(cycles) == 2 and core.ghz else None
-    except ToolMissing:
-        est_ms = None
+        try:
+            with cell.stages.time("estimate"):
+                cycles = [estimate_once(m.counts, m.run.counts, executables, arch, cores, cell.store)[CORE].total
+                          if m.per_dispatch else 0  # a load that runs no dispatch: nothing to estimate
+                          for m in (run, load) if m.run.counts is not None]
+            est_ms = (cycles[0] - cycles[1]) / (core.ghz * 1e6)
+        except ToolMissing:
+            pass
     return IreeWork({k: n for k, n in per_call.items() if n > 0}, vector, est_ms)
