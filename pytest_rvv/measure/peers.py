@@ -8,32 +8,49 @@ count is every instruction its process executes (its kernels and its framework a
 attributed to the library whose code holds each executed block; IREE's is its dispatch code only (the runtime's own
 code around the dispatches is not exactly repeatable from run to run and is left out, as in every IREE count here).
 
-Estimated silicon cycles (measure/silicon.py) are IREE's only: the estimate walks each executed block over the
-disassembly of the code that holds it with its function names, and ONNX Runtime's library is stripped (no kernel
-names) and 20 MB of code outside any dispatch; ONNX Runtime's side is given in executed instructions only.
+Estimated cycles on CORE use measure/silicon.py's method on both sides: llvm-mca's steady-state cycles of each
+executed block times its executions. IREE's are the performance suite's (its dispatch code, the load's left out);
+ONNX Runtime's are the blocks a second call executes, disassembled from the sysroot's own files (stripped, so no
+function names, but the bytes are there: a block's instructions start at its address less the library's load
+address, from the guest's maps) with no vector type (its code is scalar).
 """
 
 from __future__ import annotations
 
+import bisect
+import json
+import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_rvv.base.errors import ToolMissing
+from elftools.elf.elffile import ELFFile
+
+from pytest_rvv.base.errors import RvvError, ToolMissing
+from pytest_rvv.base.store import Store, content_sha, digest, source_digest
+from pytest_rvv.config.cores import CORES
+from pytest_rvv.config.targets import RISCV64
 from pytest_rvv.measure.agreement import CheckedRun, compare
-from pytest_rvv.measure.counts import parse
+from pytest_rvv.measure.counts import PAGE, parse
+from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, objdump_for
 from pytest_rvv.measure.executed import measure_executed, measure_one_time
-from pytest_rvv.measure.silicon import estimate_once
+from pytest_rvv.measure.silicon import BlockCode, block_cycles, estimate_once, find_mca, mca_line, mca_version
 from pytest_rvv.measure.static import share
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.onnxruntime import reference_level
 from pytest_rvv.run.ort_harness import ORACLE_LEVELS
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRunner, PeerRuns, RecordedPeerRun
 from pytest_rvv.session import Cell, Oracle
+from pytest_rvv.toolchain.peer_ort import MARKER, PeerSysroot
 
 CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
 TOP = 3  # IREE dispatches named as what makes the difference
 UNMAPPED = "(unmapped)"
+_SOURCE = source_digest(__file__)
+# instructions llvm-mca's RISC-V models have no scheduling class for (it refuses the input): left out of their block
+_UNSCHEDULED = ("fence", "ebreak", "unimp")
+_OBJDUMP_LINE = re.compile(r"^\s*([0-9a-f]+):\t(\S+)(?:\t(.*))?$")  # as measure/disassembly.py reads objdump
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,7 @@ class PeerWork:
     libraries: dict[str, int]  # per call, by file (libonnxruntime.so.1.21.0, libc.so.6, ...)
     vector: int  # vector instructions per call
     rss_kb: int | None  # the emulator's peak RSS, one call
+    estimate: PeerEstimate | None = None  # est. cycles per call on CORE (None without llvm-mca)
 
     @property
     def vector_share(self) -> float:
@@ -114,7 +132,10 @@ class PeerComparison:
                                             for k, n in self.iree.top()],
                          "pack_share_percent": self.iree.pack_share},
                 "onnxruntime": {"per_call_instructions": self.peer.per_call, "session_instructions": self.peer.session,
-                                "vector_share_percent": self.peer.vector_share, "est_ms": None,
+                                "vector_share_percent": self.peer.vector_share,
+                                "est_ms": None if self.peer.estimate is None else round(self.peer.estimate.ms, 3),
+                                "est_covered_percent": None if self.peer.estimate is None
+                                else self.peer.estimate.covered_percent,
                                 "libraries": dict(sorted(self.peer.libraries.items(), key=lambda kv: -kv[1])),
                                 "libonnxruntime_share_percent": self.peer.library_share("libonnxruntime"),
                                 "peak_rss_kb": self.peer.rss_kb,
@@ -135,20 +156,25 @@ def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
     return libraries, vector
 
 
-def measure_peer(model: Model, oracle: Oracle, runner: PeerRunner, runs: PeerRuns) -> PeerWork:
+def measure_peer(model: Model, oracle: Oracle, runner: PeerRunner, runs: PeerRuns,
+                 estimated: bool = False) -> PeerWork:
     """The peer on the model's prepared file and seeded inputs (the oracle's, as IREE's cell): agreement (one call),
-    per-call work (two calls less one), peak RSS. Needs nothing of IREE's. Raises RunFailed / PeerRejected (one line
+    per-call work (two calls less one), peak RSS, and with ``estimated`` its est. cycles per call on CORE. Needs
+    nothing of IREE's. Raises RunFailed / PeerRejected (one line
     naming the model) when it cannot run the model."""
     level = ORACLE_LEVELS[reference_level(oracle.prepared)]
     args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), level, model.name)
     plain = runs.run(PLAIN, *args)
     agreement = compare(plain.outputs, oracle.outputs, model.tolerance, oracle.steps)
     checked = CheckedRun(model.name, runner.target.name, agreement, f" ({runner.describe()})", plain.repro)
-    (one, vector_one), (two, vector_two) = (by_library(runs.run(kind, *args)) for kind in (COUNTED_ONE, COUNTED_TWO))
+    counted = [runs.run(kind, *args) for kind in (COUNTED_ONE, COUNTED_TWO)]
+    (one, vector_one), (two, vector_two) = (by_library(run) for run in counted)
     libraries = {name: two.get(name, 0) - one.get(name, 0) for name in {*one, *two}}
     per_call = sum(libraries.values())
+    with runs.stages.time("estimate"):
+        estimate = estimate_peer(*counted, runner.sysroot, runner.harness, runs.store) if estimated else None
     return PeerWork(runner.describe(), checked, per_call, sum(one.values()) - per_call,
-                    {k: v for k, v in libraries.items() if v}, vector_two - vector_one, plain.rss_kb)
+                    {k: v for k, v in libraries.items() if v}, vector_two - vector_one, plain.rss_kb, estimate)
 
 
 def measure_iree(cell: Cell, workdir: Path) -> IreeWork:
@@ -173,3 +199,110 @@ def measure_iree(cell: Cell, workdir: Path) -> IreeWork:
         except ToolMissing:
             pass
     return IreeWork({k: n for k, n in per_call.items() if n > 0}, vector, est_ms)
+
+
+@dataclass(frozen=True)
+class PeerEstimate:
+    """The peer's est. cycles per call on CORE, and the share (%) of its per-call work the estimate covers (blocks in
+    files the sysroot holds; the vDSO is not one)."""
+
+    cycles: float
+    covered_percent: float
+    ghz: float
+
+    @property
+    def ms(self) -> float:
+        return self.cycles / (self.ghz * 1e6)
+
+
+def _exec_segment_vaddr(elf: Path) -> int:
+    """The page-truncated virtual address of ``elf``'s executable PT_LOAD segment (where its code mapping starts)."""
+    with elf.open("rb") as f:
+        for segment in ELFFile(f).iter_segments():
+            if segment["p_type"] == "PT_LOAD" and segment["p_flags"] & 1:
+                return int(segment["p_vaddr"]) & ~(PAGE - 1)
+    raise RvvError(f"{elf}: no executable segment")
+
+
+def _block_codes(elf: Path, starts: dict[int, int]) -> dict[int, tuple[str, ...]]:
+    """Each block's instructions as llvm-mca reads them, by its first instruction's address in ``elf`` (``starts``:
+    address -> instructions), from one objdump of the file; a block objdump does not start there is left out."""
+    proc = subprocess.run([str(objdump_for(RISCV64)), "-d", "--no-show-raw-insn", str(elf)], capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0:
+        raise ToolMissing(f"objdump failed on {elf}: {proc.stderr.strip()[:200]}")
+    windows = sorted((start, start + 4 * n) for start, n in starts.items())
+    lows = [low for low, _ in windows]
+    decoded: dict[int, Instruction] = {}
+    for line in proc.stdout.splitlines():
+        match = _OBJDUMP_LINE.match(line)
+        if not match or match.group(2).startswith("."):
+            continue
+        address = int(match.group(1), 16)
+        i = bisect.bisect_right(lows, address) - 1
+        if i >= 0 and address < max(high for _, high in windows[max(0, i - 8):i + 1]):
+            operands = (match.group(3) or "").split("#")[0].split("<")[0].strip()
+            decoded[address] = Instruction(address, match.group(2), operands, OUTSIDE)
+    addresses = sorted(decoded)
+    codes = {}
+    for start, n in starts.items():
+        at = bisect.bisect_left(addresses, start)
+        if at < len(addresses) and addresses[at] == start and len(addresses[at:at + n]) == n:
+            codes[start] = tuple(mca_line(decoded[a]) for a in addresses[at:at + n]
+                                 if not decoded[a].mnemonic.startswith(_UNSCHEDULED))
+    return codes
+
+
+def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, sysroot: PeerSysroot, harness: Path,
+                  store: Store) -> PeerEstimate | None:
+    """Est. cycles of one call on CORE: llvm-mca's steady-state cycles of every block the second call executes
+    (execs in the two-call run less the one-call run), from the sysroot's own files (stripped: no function names,
+    but the bytes are there; ONNX Runtime's code is scalar, so no vector type is needed). None without llvm-mca."""
+    core = CORES[CORE]
+    if one.counts is None or two.counts is None or not core.ghz:
+        return None
+    try:
+        mca = find_mca()
+    except ToolMissing:
+        return None
+    key = digest(["peer-estimate-v1", content_sha(one.counts), content_sha(two.counts), json.dumps(one.code),
+                  json.dumps(two.code), content_sha(sysroot.path / MARKER), content_sha(harness), core.name,
+                  mca_version(mca), _SOURCE])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        delta: dict[tuple[str, int, int], int] = {}
+        bases: dict[str, int] = {}
+        for sign, run in ((-1, one), (1, two)):
+            assert run.counts is not None
+            for block in parse(run.counts.read_text(), run.counts).blocks:
+                name = run.library_of(block.vaddr)
+                if name is None:
+                    continue
+                start = min(s for s, _ in run.code[name])
+                if bases.setdefault(name, start) != start:
+                    raise RvvError(f"{name} was loaded at two addresses in the peer's two counted runs")
+                key = (name, block.vaddr - start, block.n_insns)
+                delta[key] = delta.get(key, 0) + sign * block.execs
+        work = sum(n * d for (_, _, n), d in delta.items())
+        files = {name: harness if name == harness.name else next(iter(sorted(sysroot.path.rglob(name))), None)
+                 for name in bases}
+        codes: dict[BlockCode, int] = {}
+        covered = 0
+        for name, elf in files.items():
+            if elf is None or not elf.resolve().is_file():
+                continue
+            base_vaddr = _exec_segment_vaddr(elf.resolve())
+            starts = {offset + base_vaddr: n for (lib, offset, n), d in delta.items() if lib == name and d}
+            found = _block_codes(elf.resolve(), starts)
+            for (lib, offset, n), d in delta.items():
+                lines = found.get(offset + base_vaddr) if lib == name and d else None
+                if lines:
+                    code = BlockCode(lines)
+                    codes[code] = codes.get(code, 0) + d
+                    covered += n * d
+        cycles, _, _ = block_cycles(list(codes), core, store)
+        return {"cycles": sum(d * cycles[code] for code, d in codes.items()),
+                "covered_percent": share(covered, work)}
+
+    entry = store.get_or_build("peer-estimates", key, build)
+    return PeerEstimate(float(entry.meta["cycles"]), float(entry.meta["covered_percent"]), core.ghz)

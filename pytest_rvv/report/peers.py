@@ -1,7 +1,7 @@
 """The peers table: per model x riscv64 target, IREE beside its peer (ONNX Runtime's riscv64 build, run/peer.py).
 
 Each row is what suites/peers/ left on its test's record (measure/peers.py ``PeerComparison.row``): executed
-instructions per call on both sides, IREE's est. X60 ms per call (the peer's has none: measure/peers.py says why),
+instructions per call on both sides, est. X60 ms per call on both sides (measure/peers.py),
 vector shares, the ratio IREE / ONNX Runtime, and IREE's dispatches that make the difference. In an A/B
 (``--rvv-compare`` with the toolchain comparisons run too) the peer is a fixed point: a line per cell says where IREE
 moved relative to it.
@@ -18,8 +18,8 @@ from pytest_rvv.base.store import atomic_write_bytes
 TITLE = "rvv peers: IREE beside ONNX Runtime on the same QEMU CPU (work per call)"
 NOTE = ("per call: IREE's dispatch instructions of a call (the module load's left out); ONNX Runtime's every "
         "instruction two calls in one session execute less one call's (session creation left out), its framework "
-        "and libc included; est. ms: llvm-mca per executed block on the modelled core, for IREE's dispatch code only "
-        "(ONNX Runtime's library is stripped: instructions only)")
+        "and libc included; est. ms: llvm-mca's cycles per executed block on the modelled core at its clock, the "
+        "same method on both sides (ONNX Runtime's blocks disassembled from its stripped library by address)")
 HEADER = ["Model", "Target", "IREE per call (M)", "ONNX Runtime per call (M)", "IREE / ORT", "IREE est. X60 ms",
           "ORT est. X60 ms", "IREE vector %", "ORT vector %", "ORT in libonnxruntime %", "IREE pack/unpack %",
           "IREE's top dispatches (share of its work)"]
@@ -58,9 +58,10 @@ def peers_table(rows: list[dict[str, Any]]) -> list[str]:
         iree, ort = r["iree"], r["onnxruntime"]
         cells = [r["model"], r["target"], _m(iree["per_call_instructions"]), _m(ort["per_call_instructions"]),
                  "-" if r["ratio"] is None else f"{r['ratio']:.2f}x",
-                 "-" if iree["est_ms"] is None else f"{iree['est_ms']:.2f}", "-",
+                 "-" if iree["est_ms"] is None else f"{iree['est_ms']:.2f}",
+                 "-" if ort.get("est_ms") is None else f"{ort['est_ms']:.2f}",
                  f"{iree['vector_share_percent']:.1f}", f"{ort['vector_share_percent']:.1f}",
-                 f"{ort['libonnxruntime_share_percent']:.1f}", f"{iree['pack_share_percent']:.1f}", _top(r)]
+                 f"{ort['libonnxruntime_share_percent']:.4g}", f"{iree['pack_share_percent']:.1f}", _top(r)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
