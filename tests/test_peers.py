@@ -121,6 +121,9 @@ def test_the_peer_agrees_and_its_table_appears_under_v_and_in_results_json(peers
         iree, ort = row["iree"]["per_call_instructions"], row["onnxruntime"]["per_call_instructions"]
         assert iree > 0 and ort > 0 and row["ratio"] == round(iree / ort, 4)
         assert row["onnxruntime"]["vector_share_percent"] == 0.0 and row["onnxruntime"]["max_abs_error"] < 1e-4
+        # est. ms on the modelled core on both sides; the peer's from its own blocks, nearly all of them estimated
+        assert row["iree"]["est_ms"] > 0 and row["onnxruntime"]["est_ms"] > 0
+        assert row["onnxruntime"]["est_covered_percent"] > 90
         assert max(row["onnxruntime"]["libraries"], key=row["onnxruntime"]["libraries"].get).startswith(
             "libonnxruntime")
     assert peers[1]["iree"]["vector_share_percent"] > 0 == peers[0]["iree"]["vector_share_percent"]

@@ -122,6 +122,13 @@ class PeerComparison:
         """IREE's work per call / the peer's."""
         return self.iree.per_call / self.peer.per_call if self.peer.per_call else None
 
+    @property
+    def est_ratio(self) -> float | None:
+        """IREE's est. ms per call on CORE / the peer's."""
+        peer = self.peer.estimate
+        return self.iree.est_ms / peer.ms if self.iree.est_ms is not None and peer is not None and peer.cycles \
+            else None
+
     def row(self) -> dict[str, Any]:
         """The table's row (the test's record, results.json's ``peers``)."""
         return {"model": self.model, "target": self.target, "toolchain": self.toolchain, "peer": self.peer.peer,
@@ -140,7 +147,8 @@ class PeerComparison:
                                 "libonnxruntime_share_percent": self.peer.library_share("libonnxruntime"),
                                 "peak_rss_kb": self.peer.rss_kb,
                                 "max_abs_error": self.peer.checked.agreement.max_abs},
-                "ratio": None if self.ratio is None else round(self.ratio, 4), "notes": self.notes}
+                "ratio": None if self.ratio is None else round(self.ratio, 4),
+                "est_ratio": None if self.est_ratio is None else round(self.est_ratio, 4), "notes": self.notes}
 
 
 def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:

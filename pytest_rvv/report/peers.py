@@ -21,8 +21,8 @@ NOTE = ("per call: IREE's dispatch instructions of a call (the module load's lef
         "and libc included; est. ms: llvm-mca's cycles per executed block on the modelled core at its clock, the "
         "same method on both sides (ONNX Runtime's blocks disassembled from its stripped library by address)")
 HEADER = ["Model", "Target", "IREE per call (M)", "ONNX Runtime per call (M)", "IREE / ORT", "IREE est. X60 ms",
-          "ORT est. X60 ms", "IREE vector %", "ORT vector %", "ORT in libonnxruntime %", "IREE pack/unpack %",
-          "IREE's top dispatches (share of its work)"]
+          "ORT est. X60 ms", "IREE / ORT est.", "IREE vector %", "ORT vector %", "ORT in libonnxruntime %",
+          "IREE pack/unpack %", "IREE's top dispatches (share of its work)"]
 
 
 class PeersCollector:
@@ -60,6 +60,7 @@ def peers_table(rows: list[dict[str, Any]]) -> list[str]:
                  "-" if r["ratio"] is None else f"{r['ratio']:.2f}x",
                  "-" if iree["est_ms"] is None else f"{iree['est_ms']:.2f}",
                  "-" if ort.get("est_ms") is None else f"{ort['est_ms']:.2f}",
+                 "-" if r.get("est_ratio") is None else f"{r['est_ratio']:.2f}x",
                  f"{iree['vector_share_percent']:.1f}", f"{ort['vector_share_percent']:.1f}",
                  f"{ort['libonnxruntime_share_percent']:.4g}", f"{iree['pack_share_percent']:.1f}", _top(r)]
         lines.append("| " + " | ".join(cells) + " |")
