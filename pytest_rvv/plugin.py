@@ -432,8 +432,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     (--rvv-shard)."""
     unselected = [i for i in items if (i.get_closest_marker(KERNELS_MARK) is not None
                                        or i.get_closest_marker(PEERS_MARK) is not None) and not _kernel_cell(i)]
-    if unselected:  # the kernel suite without --rvv-kernels, the peer suite without --rvv-peers: their empty
-        # parametrization, deselected (the header says)
+    if unselected:  # the kernel suite without --rvv-kernels (the header says), the peer suite without --rvv-peers:
+        # their empty parametrization, deselected
         config.hook.pytest_deselected(items=unselected)
         items[:] = [i for i in items if i not in unselected]
     if REFERENCE_KEY not in config.stash:

@@ -166,6 +166,12 @@ def test_in_an_ab_the_peer_is_a_fixed_point_iree_moves_against():
                 "per_call": {"executed": [420, 510]}}
     assert moved_lines([row], [compared]) == [
         "IREE moved from 0.42x to 0.51x of ONNX Runtime's work on mobilenetv2 at rv64gcv-zvl256b (3.12.0 -> 3.13.0)"]
+    # a move too small for two decimals shows in four; toolchains by their release
+    small = {**compared, "reference": "IREE compiler version 3.12.0rc20260917 @ 2b05c5db",
+             "under_test": "IREE compiler version 3.13.0rc20261016 @ 89ece87b", "per_call": {"executed": [1701, 1700]}}
+    assert moved_lines([row], [small]) == [
+        "IREE moved from 1.7010x to 1.7000x of ONNX Runtime's work on mobilenetv2 at rv64gcv-zvl256b "
+        "(3.12.0rc20260917 -> 3.13.0rc20261016)"]
     # a cell without the peer's row, or a comparison without per-call counts, says nothing
     assert moved_lines([], [compared]) == []
     assert moved_lines([row], [{**compared, "per_call": None}]) == []

@@ -9,6 +9,7 @@ moved relative to it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +86,17 @@ def moved_lines(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -
         executed = (c.get("per_call") or {}).get("executed")
         ort = peer.get((c["model"], c["target"]))
         if executed and ort and None not in executed:
-            lines.append(f"IREE moved from {executed[0] / ort:.2f}x to {executed[1] / ort:.2f}x of ONNX Runtime's "
-                         f"work on {c['model']} at {c['target']} ({c['reference']} -> {c['under_test']})")
+            before, now = executed[0] / ort, executed[1] / ort
+            digits = 2 if f"{before:.2f}" != f"{now:.2f}" else 4  # a move too small for two decimals still shows
+            lines.append(f"IREE moved from {before:.{digits}f}x to {now:.{digits}f}x of ONNX Runtime's work on "
+                         f"{c['model']} at {c['target']} ({_release(c['reference'])} -> {_release(c['under_test'])})")
     return lines
+
+
+def _release(version: str) -> str:
+    """``IREE compiler version 3.12.0rc20260917 @ 2b05c5...`` -> ``3.12.0rc20260917``."""
+    match = re.search(r"IREE compiler version (\S+)", version)
+    return match.group(1) if match else version
 
 
 def peers_markdown(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> str:
