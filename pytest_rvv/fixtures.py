@@ -340,7 +340,8 @@ def rvv_cell(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner) -> C
     return lambda: rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner)
 
 
-_PEER_RUNNERS: dict[tuple[str, Path | None, Path], PeerRunner] = {}
+# each target's peer runner, or why there is none (one line: tried once per process, e.g. a fetch without network)
+_PEER_RUNNERS: dict[tuple[str, Path | None, Path], PeerRunner | str] = {}
 
 
 @pytest.fixture
@@ -361,8 +362,11 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, tmp_
             try:
                 _PEER_RUNNERS[key] = peer_runner(rvv_target, settings.qemu_dir, settings.tools_dir)
             except ToolMissing as exc:  # SysrootUnavailable among them: its one line
-                pytest.skip(str(exc))
-        return _PEER_RUNNERS[key]
+                _PEER_RUNNERS[key] = str(exc)
+        found = _PEER_RUNNERS[key]
+        if isinstance(found, str):
+            pytest.skip(found)
+        return found
 
     def measure(beside: bool = False) -> PeerWork | PeerComparison:
         peer = runner()

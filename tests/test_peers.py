@@ -175,3 +175,12 @@ def test_in_an_ab_the_peer_is_a_fixed_point_iree_moves_against():
     # a cell without the peer's row, or a comparison without per-call counts, says nothing
     assert moved_lines([], [compared]) == []
     assert moved_lines([row], [{**compared, "per_call": None}]) == []
+
+
+def test_without_the_sysroot_the_peer_tests_skip_with_setup_s_one_line(peers_project, without_riscv64_runtime,
+                                                                      monkeypatch):
+    monkeypatch.setenv("PYTEST_RVV_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")  # a closed port: as without network
+    result = peers_project.run("peers", "--rvv-peers=onnxruntime", "--rvv-models=mlp", "--rvv-targets=rv64gc")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["SKIPPED [[]3[]] *ONNX Runtime's riscv64 build could not be fetched*setup.sh peers*"])
+    assert not list(without_riscv64_runtime.glob("onnxruntime-riscv64-*/"))  # nothing half-made is left
