@@ -35,16 +35,20 @@ from pytest_rvv.judge.expectations import (
 )
 from pytest_rvv.judge.gate import GateResult
 from pytest_rvv.judge.outcome import FAILED, SKIPPED, XFAILED, Verdict
+from pytest_rvv.judge.peers import peer_refused
 from pytest_rvv.judge.policy import estimator_verdict, tolerances
 from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
 from pytest_rvv.judge.verdict import judge
 from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming, calibrate
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, silicon_metric
+from pytest_rvv.measure.peers import PeerComparison, PeerWork, measure_iree, measure_peer
 from pytest_rvv.measure.performance import PerfResult, add_traffic, calibration_point, measure_performance
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.choice import TargetRefused
+from pytest_rvv.run.ort_harness import PeerRejected
+from pytest_rvv.run.peer import PeerRunner, PeerRuns, peer_runner
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import Cell, RvvSession
 
@@ -338,3 +342,53 @@ def rvv_cell(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner) -> C
     the runner is chosen and checked before the test (it skips with ``rvv_runner``), compiling happens in the test
     (a compile failure is the test's outcome, which expected failures apply to)."""
     return lambda: rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner)
+
+
+# each target's peer runner, or why there is none (one line: tried once per process, e.g. a fetch without network)
+_PEER_RUNNERS: dict[tuple[str, Path | None, Path], PeerRunner | str] = {}
+
+
+@pytest.fixture
+def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, tmp_path: Path, record_property: Any,
+             request: pytest.FixtureRequest) -> Callable[..., PeerWork | PeerComparison]:
+    """``rvv_model`` on ``rvv_target``'s peer (--rvv-peers: ONNX Runtime's riscv64 build under the same QEMU CPU):
+    ``rvv_peer()`` its work (agreement, per call, by library), ``rvv_peer(beside=True)`` IREE's cell beside it (the
+    peers table's row, left on the test's record).
+
+    Skips with the one line of toolchain/peer_ort.py when the peer cannot be fetched (no network); an expected
+    failure with ONNX Runtime's one line when it refuses the model; a crash under QEMU fails (RunFailed).
+    """
+    settings = rvv_session.settings
+
+    def runner() -> PeerRunner:
+        key = (rvv_target.name, settings.qemu_dir, settings.tools_dir)
+        if key not in _PEER_RUNNERS:
+            try:
+                _PEER_RUNNERS[key] = peer_runner(rvv_target, settings.qemu_dir, settings.tools_dir)
+            except ToolMissing as exc:  # SysrootUnavailable among them: its one line
+                _PEER_RUNNERS[key] = str(exc)
+        found = _PEER_RUNNERS[key]
+        if isinstance(found, str):
+            pytest.skip(found)
+        return found
+
+    def measure(beside: bool = False) -> PeerWork | PeerComparison:
+        peer = runner()
+        try:  # the peer needs the oracle only: nothing of IREE's (a model IREE cannot compile still runs here)
+            work = measure_peer(rvv_model, rvv_session.oracle(rvv_model), peer,
+                                PeerRuns(rvv_session.store, settings.timeout_s, rvv_session.stages), estimated=beside)
+        except PeerRejected as exc:
+            _judged(peer_refused(str(exc)), record_property)
+            raise
+        if not beside:
+            return work
+        try:
+            iree = measure_iree(request.getfixturevalue("rvv_cell")(), tmp_path)  # IREE's side: its runner now
+        except ToolMissing as exc:
+            pytest.skip(str(exc))
+        comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work,
+                                    rvv_session.toolchain.compiler_version)
+        leave(record_property, peers=comparison.row())
+        return comparison
+
+    return measure

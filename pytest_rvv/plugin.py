@@ -38,6 +38,7 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.report.agreement import AgreementSummary
 from pytest_rvv.report.html import CHECKS, CellOutcomes, RunReport
 from pytest_rvv.report.notices import SessionNotices
+from pytest_rvv.report.peers import PeersCollector, write_peers
 from pytest_rvv.report.performance import PerformanceCollector, write_report
 from pytest_rvv.report.sections import Sections, Written
 from pytest_rvv.report.terminal import ExpectedFailureSeen, terminal_blocks
@@ -51,6 +52,7 @@ from pytest_rvv.xdist import scheduling, shards
 
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
 KERNELS_MARK = MARK  # a test over the kernel suite's cells (config/kernels.py) instead of models x targets
+PEERS_MARK = "rvv_peers"  # a test over models x riscv64 targets beside a peer, generated only with --rvv-peers
 # .test_durations, read once where it is used: --rvv-shard, and xdist's load scheduling (scheduling.py)
 DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
 # the expected failures per (target, model), applied to the collected tests
@@ -66,6 +68,7 @@ class Collectors:
     vectorization: VectorizationSummary
     agreement: AgreementSummary
     comparison: ComparisonSummary
+    peers: PeersCollector = dataclasses.field(default_factory=PeersCollector)
 
     def sections(self, baselines: list[str]) -> Sections:
         performance, vectorization = self.performance, self.vectorization
@@ -75,7 +78,7 @@ class Collectors:
             kernels=performance.kernels, kernel_cells=len(performance.kernel_cells), estimator=performance.estimator,
             vectorization=vectorization.results, unused_snapshots=vectorization.unused_snapshots(),
             lanes=vectorization.lanes, agreement=self.agreement.errors, comparisons=self.comparison.records,
-            kernel_changes=self.comparison.kernels, baselines=baselines)
+            kernel_changes=self.comparison.kernels, baselines=baselines, peers=self.peers.rows)
 
 
 COLLECTORS_KEY = pytest.StashKey[Collectors]()
@@ -136,6 +139,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "(compile or agreement), used to apply expected failures")
     config.addinivalue_line("markers", "slow: a model or test that takes long under emulation")
     config.addinivalue_line("markers", f"{KERNELS_MARK}: parametrize over the kernel suite's cells (--rvv-kernels)")
+    config.addinivalue_line("markers", f"{PEERS_MARK}: parametrize over models x riscv64 targets beside a peer "
+                                       "(--rvv-peers); not generated without it")
     config.addinivalue_line("markers", "rvv_archs(*archs): parametrize only over targets of these "
                                        "architectures (riscv64, aarch64, host)")
     if config.getoption("update_baselines"):
@@ -188,6 +193,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                   "rvv-expected-failures")
     config.pluginmanager.register(ConformanceTracker(config, settings.root), "rvv-conformance")
     config.pluginmanager.register(collectors.agreement, "rvv-agreement")
+    config.pluginmanager.register(collectors.peers, "rvv-peers")
     config.pluginmanager.register(StageProfile(bool(config.getoption("rvv_profile")) or config.option.verbose > 0),
                                   "rvv-stage-profile")
 
@@ -273,6 +279,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         directory = Path(report)
         files = (write_report(directory, sections.performance, sections.pairs, sections.kernels, sections.estimator)
                  if sections.performance else [])
+        if peers := write_peers(directory, sections.peers, sections.comparisons):
+            files = [*files, *([] if peers in files else [peers])]
         page = RunReport(config, rvv, directory, lambda: config.stash.get(REFERENCE_KEY, None)).write(sections)
         written = Written(directory, files, page)
     config.stash[SECTIONS_KEY] = (sections, written)
@@ -312,6 +320,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines.append(f"rvv: kernel suite: {len(cells)} cells (" + ", ".join(dict.fromkeys(c.row for c in cells)) + ")"
                  if cells else "rvv: kernel suite (suites/kernels/): not selected; --rvv-kernels=ci (iree issue "
                  "24932's shapes, every row and path), decode, llm or all runs it")
+    if settings.peers:
+        lines.append(f"rvv: peers: {', '.join(settings.peers)} beside each riscv64 target (suites/peers/)")
     if settings.shard is not None:
         durations = config.stash[DURATIONS_KEY]
         lines.append(shards.header(settings.shard, config.rootpath / shards.DURATIONS_FILE, durations))
@@ -388,6 +398,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(("rvv_model", "rvv_target"), [(c.model, c.target) for c in cells],
                              ids=[c.id for c in cells])
         return
+    if metafunc.definition.get_closest_marker(PEERS_MARK) is not None:  # suites/peers: only with --rvv-peers
+        targets = [t for t in settings.targets if t.arch == "riscv64" and t.is_emulated] if settings.peers else []
+        metafunc.parametrize(("rvv_model", "rvv_target"),
+                             [pytest.param(m, t, id=f"{m.name}-{t.name}",
+                                           marks=[getattr(pytest.mark, mark) for mark in m.marks])
+                              for m in settings.models for t in targets])
+        return
     if "rvv_model" in metafunc.fixturenames:
         metafunc.parametrize(
             "rvv_model",
@@ -414,8 +431,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Apply strict expected failures to the tests whose check they affect; deselect toolchain
     comparisons when no reference toolchain is named (--rvv-compare), and the cells of other shards
     (--rvv-shard)."""
-    unselected = [i for i in items if i.get_closest_marker(KERNELS_MARK) is not None and not _kernel_cell(i)]
-    if unselected:  # the kernel suite without --rvv-kernels: its empty parametrization, deselected (the header says)
+    unselected = [i for i in items if (i.get_closest_marker(KERNELS_MARK) is not None
+                                       or i.get_closest_marker(PEERS_MARK) is not None) and not _kernel_cell(i)]
+    if unselected:  # the kernel suite without --rvv-kernels (the header says), the peer suite without --rvv-peers:
+        # their empty parametrization, deselected
         config.hook.pytest_deselected(items=unselected)
         items[:] = [i for i in items if i not in unselected]
     if REFERENCE_KEY not in config.stash:

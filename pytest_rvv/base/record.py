@@ -39,6 +39,7 @@ class Record:
     could_not_run: str | None = None  # why the test's toolchain could not run its cell
     compared: bool = False  # the test compared toolchains (--rvv-compare)
     estimator: dict[str, Any] | None = None  # the estimator against one published instruction timing
+    peers: dict[str, Any] | None = None  # a cell beside its peer (measure/peers.py PeerComparison.row)
 
     @classmethod
     def of(cls, report: Any) -> Record:

@@ -106,6 +106,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("kernels", "the kernel suite's selection (suites/kernels/): ci (iree issue 24932's shapes, every row and "
            "path), decode, llm, all, or shape and row names (256x256x256,f32); default: none, the kernel suite is "
            "deselected", env="PYTEST_RVV_KERNELS", table_key="default-kernels", metavar="SELECTION"),
+    Option("peers", "run each model x riscv64 target on a peer too, side by side with IREE (suites/peers/): "
+           "onnxruntime (Debian 13's riscv64 ONNX Runtime under the same QEMU; bash scripts/setup.sh peers fetches "
+           "it); default: none, the peer suite is deselected", env="PYTEST_RVV_PEERS", metavar="PEER"),
     Option("bundle", "write the selection's riscv64 cells (models x targets, and the kernel suite's) as a bundle "
            "that runs natively on any RISC-V machine with nothing installed: sh DIR/run.sh there", metavar="DIR"),
     Option("bundle-results", "judge a bundle's results folder from a RISC-V machine: riscv64 cells take their "
@@ -226,6 +229,7 @@ class Settings:
     board_names: tuple[str, ...] = ()  # --rvv-board: every riscv64 target runs on these (one per xdist worker)
     tolerances: Mapping[str, Any] | None = None  # [tool.pytest_rvv.tolerances]
     kernels: Kernels | None = None  # the kernel suite's table and selection (config/kernels.py)
+    peers: tuple[str, ...] = ()  # --rvv-peers: the peers each riscv64 cell runs beside (suites/peers/, run/peer.py)
     bundle: Path | None = None  # --rvv-bundle: write the riscv64 cells as a bundle here (bundle/)
     bundle_results: Path | None = None  # --rvv-bundle-results: riscv64 cells come from this results folder
 
@@ -275,9 +279,24 @@ class Settings:
             boards=boards,
             board_names=board_names,
             kernels=kernels(table.get("kernels", {}), str(given.value("kernels") or "") or None, known_targets),
+            peers=_peers(given.value("peers")),
             bundle=given.path("bundle"),
             bundle_results=given.path("bundle-results"),
         )
+
+
+PEERS = ("onnxruntime",)  # run/peer.py's peers
+
+
+def _peers(value: Any) -> tuple[str, ...]:
+    """--rvv-peers: ``onnxruntime`` (or ``all``); empty: none."""
+    names = [n.strip() for n in str(value or "").split(",") if n.strip()]
+    if names == ["all"]:
+        return PEERS
+    unknown = [n for n in names if n not in PEERS]
+    if unknown:
+        raise ConfigError(f"--rvv-peers={value}: unknown peer {', '.join(unknown)} (known: {', '.join(PEERS)}, all)")
+    return tuple(dict.fromkeys(names))
 
 
 class _Given:

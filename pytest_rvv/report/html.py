@@ -31,6 +31,8 @@ from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
 from pytest_rvv.report.estimator import estimator_table
 from pytest_rvv.report.history import HISTORY_DIR, history
+from pytest_rvv.report.peers import NOTE as PEERS_NOTE
+from pytest_rvv.report.peers import moved_lines, peers_table
 from pytest_rvv.report.performance import (
     hot_dispatches,
     microkernel_figure,
@@ -49,7 +51,7 @@ LONGREPR_LIMIT = 20000
 # The check each suite module performs, as the verdict grid names it, in pipeline order.
 CHECKS = {"test_compile": "compiles", "test_agreement": "correct", "test_static_vectorization": "vectorized",
           "test_executed_vectorization": "vectorized when run", "test_performance": "performance",
-          "test_toolchains": "vs reference", "test_onnx_nodes": "conformance"}
+          "test_toolchains": "vs reference", "test_onnx_nodes": "conformance", "test_peers": "vs peer"}
 CHECK_ORDER = list(CHECKS.values())
 DISPATCH_ROWS = 25
 
@@ -130,7 +132,7 @@ class RunReport:
         write_results(self.directory, results(run, [
             {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in sections.tests],
             sections.performance, sections.verdicts, dict(self.session.settings.known_targets), sections.lanes,
-            sections.kernels, sections.kernel_changes, sections.estimator))
+            sections.kernels, sections.kernel_changes, sections.estimator, sections.peers))
         targets = self.targets(sections)
         grid = [["model", *targets]] + [[model, *(verdict(tests) if (tests := self.cell(sections, model, t)) else ""
                                                    for t in targets)] for model in self.rows(sections)]
@@ -235,6 +237,8 @@ class RunReport:
             comparisons=comparisons, statuses=compared, kernel_changes=kernel_changes,
             compared_class=COMPARED_CLASS, estimator=[[c.strip() for c in line.strip("|").split("|")]
                                                       for line in estimator_table(sections.estimator)],
+            peers=[[c.strip() for c in line.strip("|").split("|")] for line in peers_table(sections.peers)],
+            peers_note=PEERS_NOTE, peers_moved=moved_lines(sections.peers, sections.comparisons),
             failures=[t for t in sections.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in sections.tests) for o in ORDER}, anchor=anchor)
 

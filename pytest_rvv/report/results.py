@@ -11,8 +11,10 @@
                  "comparison": [...]},                         # and was compared (--rvv-compare)
      "estimator": [{"core", "instruction", "sew", "lmul", "measured", "estimated", "error_percent", "source",
                     "llvm_mca"}],                               # when the estimator's tests ran
-     "silicon_runs": [{"model", "target", "machine", "core", "estimated_s", "measured_s", "ratio"}]}
+     "silicon_runs": [{"model", "target", "machine", "core", "estimated_s", "measured_s", "ratio"}],
                                                                 # cells judged from a bundle run on a known core
+     "peers": [{"model", "target", "toolchain", "peer", "iree": {...}, "onnxruntime": {...}, "ratio",
+                "notes"}]}                                      # --rvv-peers: IREE beside ONNX Runtime, per call
 
 
 ``outcome`` is passed, failed, error, could-not-run (no runtime loads the toolchain's modules), skipped,
@@ -43,7 +45,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
             lanes: dict[tuple[str, str], dict[str, Any]] | None = None,
             kernels: list[dict[str, Any]] | None = None,
             kernel_changes: list[dict[str, Any]] | None = None,
-            estimator: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            estimator: list[dict[str, Any]] | None = None,
+            peers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The results document: one record per test and one per model x target x metric.
 
     Lane occupancy (of the executed-vectorization runs of a report) is a diagnostic record, never judged.
@@ -74,6 +77,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
         document["kernels"] = {"dashboard": kernels or [], "calibration": calibration(kernels or [])}
     if estimator:  # the silicon estimator against published instruction timings (suites/performance/test_estimator.py)
         document["estimator"] = estimator
+    if peers:  # cells beside their peer (--rvv-peers: suites/peers/, report/peers.py)
+        document["peers"] = sorted(peers, key=lambda r: (r["model"], r["target"]))
     if kernel_changes:  # a toolchain comparison over the kernel suite: each cell's call, before and after
         document["kernels"]["comparison"] = kernel_changes
     return document

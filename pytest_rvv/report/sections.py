@@ -37,6 +37,7 @@ class Sections:
     comparisons: list[dict[str, Any]] = field(default_factory=list)  # toolchain comparisons (--rvv-compare)
     kernel_changes: list[dict[str, Any]] = field(default_factory=list)  # the kernel dashboard, before -> after
     baselines: list[str] = field(default_factory=list)  # what the recorder wrote (--update-baselines), per file
+    peers: list[dict[str, Any]] = field(default_factory=list)  # cells beside their peer (--rvv-peers; report/peers.py)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from pytest_rvv.judge.policy import REGRESSED
 from pytest_rvv.judge.recorder import UNCHANGED
 from pytest_rvv.report.agreement import agreement_grid, agreement_line
 from pytest_rvv.report.estimator import estimator_summary, estimator_table
+from pytest_rvv.report.peers import TITLE as PEERS_TITLE
+from pytest_rvv.report.peers import moved_lines, peers_summary, peers_table
 from pytest_rvv.report.performance import kernel_lines, microkernel_table, table_one, table_one_note
 from pytest_rvv.report.sections import Sections, Written
 from pytest_rvv.report.vectorization import cell_lines, review_lines, unused_lines
@@ -52,6 +54,8 @@ def tables(s: Sections) -> list[Block]:
         blocks.append(("rvv default path vs data-tiled microkernel path", microkernel_table(s.performance, s.pairs)))
     if s.kernels:
         blocks.append(("rvv kernel dashboard", kernel_lines(s.kernels)))
+    if s.peers:
+        blocks.append((PEERS_TITLE, peers_table(s.peers)))
     blocks.append(("rvv vectorization", cell_lines(s.vectorization)))
     return blocks
 
@@ -74,6 +78,8 @@ def summary_lines(s: Sections, verbose: bool, written: Written | None, expected:
                      + ("" if verbose else " (-v prints every path side by side)"))
     if s.estimator:
         lines.append(estimator_summary(s.estimator))
+    if s.peers:
+        lines += [peers_summary(s.peers, verbose), *moved_lines(s.peers, s.comparisons)]
     lines += note_lines(s.notes)
     lines += baseline_lines(s.baselines, verbose)
     lines += expected

@@ -13,6 +13,7 @@ when the sysroot cannot be fetched.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from importlib.resources import files
@@ -39,6 +40,8 @@ FLAGS = ("--target=riscv64-linux-gnu", "-march=rv64gc", "-mabi=lp64d", "-O2", "-
 OPTIMIZATIONS = ("all", "extended", "basic", "disable")  # --optimizations; run/onnxruntime.py's levels map onto them
 ORACLE_LEVELS = {"all": "all", "basic": "basic", "bfloat16": "disable"}
 RUN_TIMEOUT_S = 1800.0
+# "./onnxruntime/core/graph/model_load_utils.h:46 void onnxruntime::...(const ..., int) " before ONNX Runtime's message
+_CXX_WHERE = re.compile(r"[\w./-]+\.(?:h|cc|cpp):\d+ .*?\)(?: const)? (?=[A-Z])")
 
 
 def build_harness(sysroot: PeerSysroot, tools_dir: Path | None = None) -> Path:
@@ -65,6 +68,10 @@ def build_harness(sysroot: PeerSysroot, tools_dir: Path | None = None) -> Path:
         return {"clang": str(clang), "onnxruntime": sysroot.version, "build_s": round(result.wall_s, 2)}
 
     return Store(tools_dir or default_tools_dir()).get_or_build(NAMESPACE, key, build).file(EXECUTABLE)
+
+
+class PeerRejected(RunFailed):
+    """ONNX Runtime's riscv64 build refused the model (it said why: an operator it lacks, a model it rejects)."""
 
 
 @dataclass(frozen=True)
@@ -99,16 +106,21 @@ def executable_ranges(maps: str) -> dict[str, list[tuple[int, int]]]:
 def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target, model: Path,
                 inputs: list[np.ndarray], workdir: Path, num_outputs: int, *, threads: int = 1,
                 optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
-                timeout_s: float = RUN_TIMEOUT_S) -> PeerRun:
+                launcher: tuple[str, ...] = (), timeout_s: float = RUN_TIMEOUT_S, label: str | None = None,
+                timings: bool = True) -> PeerRun:
     """Run ``model`` on ``inputs`` with ONNX Runtime for riscv64, under ``qemu`` with ``target``'s CPU.
 
     ``optimizations``: ONNX Runtime's graph optimization level (OPTIMIZATIONS; ``ORACLE_LEVELS`` maps the oracle's
     level to it), ``repeat``: runs in one session (counted runs of 1 and 2 differ by one run's work), ``maps``: where
-    each library's code was (``PeerRun.library_of``, to attribute executed counts), ``qemu_args`` e.g. a -plugin.
+    each library's code was (``PeerRun.library_of``, to attribute executed counts), ``qemu_args`` e.g. a -plugin,
+    ``launcher`` before everything (the RSS probe), ``label`` the model's name in messages (default: the file's),
+    ``timings``: print them (counted runs do not: a time's digits take a time-dependent number of instructions to
+    print; ``session_s``, ``run_s`` are then 0).
     The guest sees the run's folder: the model, inputs and outputs by relative names, an empty environment, and
     addresses from QEMU's reserved range (``-R``, as iree-run-module's runs): executed counts are then exact from
     run to run (measured on mobilenetv3-cls: 460,551,185 twice; without -R 460,582,513 and 460,624,449).
-    A failure raises RunFailed with one line naming the model and what ONNX Runtime (or QEMU) said.
+    A failure raises RunFailed with one line naming the model and what ONNX Runtime (or QEMU) said;
+    ``PeerRejected`` when ONNX Runtime itself refused the model (exit 1: an operator it lacks, a model it rejects).
     """
     if optimizations not in OPTIMIZATIONS:
         raise ValueError(f"optimizations={optimizations!r}: one of {', '.join(OPTIMIZATIONS)}")
@@ -122,17 +134,20 @@ def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target,
         np.save(workdir / name, np.ascontiguousarray(array), allow_pickle=False)
     for name in [*out_names, "maps.txt"]:
         (workdir / name).unlink(missing_ok=True)
-    argv = [str(qemu.path), "-cpu", target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE, "-L", str(sysroot.path), *qemu_args,
+    argv = [*launcher, str(qemu.path), "-cpu", target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE, "-L", str(sysroot.path),
+            *qemu_args,
             "-0", EXECUTABLE, str(harness), "model.onnx", *(f"--input=@{n}" for n in in_names),
             *(f"--output=@{n}" for n in out_names), f"--threads={threads}", f"--optimizations={optimizations}",
-            f"--repeat={repeat}", *(["--maps=@maps.txt"] if maps else [])]
+            f"--repeat={repeat}", *(["--maps=@maps.txt"] if maps else []), *([] if timings else ["--no-timings"])]
     result = run_process(argv, timeout_s=timeout_s, env={}, cwd=workdir)
     if not result.ok:
         said = [line for line in result.stderr.splitlines() if line.startswith("ort_harness: ")]
         reason = said[-1].removeprefix("ort_harness: model.onnx: ") if said else \
             (result.stderr.strip().splitlines() or [""])[-1][:300]
-        raise RunFailed(f"{model.name}: ONNX Runtime (riscv64, {target.name}) failed ({result.status()}): {reason}",
-                        result.stderr[-4000:])
+        reason = _CXX_WHERE.sub(" ", reason).replace(":  ", ": ")  # ONNX Runtime's source line and C++ signature
+        error = PeerRejected if result.returncode == 1 and said and not result.timed_out else RunFailed
+        raise error(f"{label or model.name}: ONNX Runtime (riscv64, {target.name}) failed ({result.status()}): "
+                    f"{reason}", result.stderr[-4000:])
     timings = {parts[0]: int(parts[1]) for parts in map(str.split, result.stdout.splitlines())
                if len(parts) == 2 and parts[0] in ("session_us", "run_us") and parts[1].isdigit()}
     outputs = [np.load(workdir / name, allow_pickle=False) for name in out_names]

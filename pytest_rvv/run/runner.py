@@ -78,6 +78,7 @@ class Capabilities:
     replays: bool = False  # runs nothing itself: replays rounds another machine ran (``Runner.replay``)
     threads: int = 1  # threads one run uses (``device_flags``: 1 is ``local-sync``)
     core: Core | None = None  # the silicon core its times are measured on, when known (calibrates the estimator)
+    peer: str | None = None  # a peer (run/peer.py): what it runs instead of IREE's module ("ONNX Runtime ...")
 
     @property
     def recorded(self) -> bool:

@@ -1,0 +1,57 @@
+"""Verdicts on a cell's peer (suites/peers/): a model the peer refuses, and a change in the peer's work.
+
+The peer (ONNX Runtime's riscv64 build, run/peer.py) is a fixed point: its work per call on a model and target is
+recorded as a snapshot (``__snapshots__/test_peers/...json``) and a run whose work differs fails, naming what
+changed (a new Debian package, QEMU, the harness). A model the peer refuses (an operator it lacks, a model it
+rejects: ONNX Runtime said why) is an expected failure with that one line: a fact about the peer, not a defect
+here, and the IREE side, tested elsewhere, is unaffected. A crash of the harness under QEMU is not: it fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from syrupy.assertion import SnapshotAssertion
+
+from pytest_rvv.judge.outcome import Verdict, failed, passed, xfailed
+
+
+def peer_refused(message: str) -> Verdict:
+    """The peer refused the model (``PeerRejected``'s one line): an expected failure with that line."""
+    return xfailed(message)
+
+
+def check_peer_work(snapshot: SnapshotAssertion, current: dict[str, Any], model: str, target: str,
+                    strict: bool = False) -> Verdict:
+    """The peer's work per call (``PeerWork.snapshot``) against its recorded snapshot: a difference fails; none
+    recorded yet passes with a note (fails with ``strict``); ``--snapshot-update`` records it."""
+    where = Path(snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index))
+    try:
+        previous = json.loads(where.read_text())
+    except FileNotFoundError:
+        previous = None
+    except (OSError, ValueError) as exc:
+        return failed(f"{where}: unreadable snapshot ({exc}); restore it from git")
+    if snapshot.update_snapshots:
+        assert snapshot == current
+        return passed()
+    if previous is None:
+        note = f"no snapshot of the peer's work recorded yet ({where.name}): --snapshot-update records it"
+        return failed(note) if strict else passed(notes=[note])
+    # keep the recorded snapshot in use (syrupy reports unused ones), through a copy that may not write; the verdict
+    # is the comparison below
+    reader = dataclasses.replace(snapshot, update_snapshots=False, update_new_snapshots_only=False)
+    reader == previous  # noqa: B015
+    if previous == current:
+        return passed()
+    before, now = previous.get("per_call_instructions"), current["per_call_instructions"]
+    libraries = sorted({*previous.get("libraries", {}), *current["libraries"]})
+    moved = [f"{name} {previous.get('libraries', {}).get(name, 0):,} -> {current['libraries'].get(name, 0):,}"
+             for name in libraries
+             if previous.get("libraries", {}).get(name, 0) != current["libraries"].get(name, 0)]
+    return failed(f"{current['peer']}'s work per call on {model} at {target} changed: {before:,} -> {now:,} "
+                  f"instructions ({'; '.join(moved) or 'its description changed'})\nsnapshot: {where}\n"
+                  "if the peer changed on purpose (a new package, QEMU), rerun with --snapshot-update")

@@ -1,0 +1,316 @@
+"""A cell beside its peer: IREE's and ONNX Runtime's executed work per call on the same model, inputs and QEMU CPU.
+
+Per call means the same on both sides: the work one more call adds, the one-time work left out. IREE's is
+``executed_per_call_instructions`` (measure/metrics.py): its dispatches' instructions in the counted run less the
+module load's (measure/executed.py). ONNX Runtime's is a counted run of two calls in one session less a run of one
+call (run/peer.py): session creation (loading, optimizing and planning the model) is in both and cancels. ONNX Runtime's
+count is every instruction its process executes (its kernels and its framework around them, libc, libstdc++...),
+attributed to the library whose code holds each executed block; IREE's is its dispatch code only (the runtime's own
+code around the dispatches is not exactly repeatable from run to run and is left out, as in every IREE count here).
+
+Estimated cycles on CORE use measure/silicon.py's method on both sides: llvm-mca's steady-state cycles of each
+executed block times its executions. IREE's are the performance suite's (its dispatch code, the load's left out);
+ONNX Runtime's are the blocks a second call executes, disassembled from the sysroot's own files (stripped, so no
+function names, but the bytes are there: a block's instructions start at its address less the library's load
+address, from the guest's maps) with no vector type (its code is scalar).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elftools.elf.elffile import ELFFile
+
+from pytest_rvv.base.errors import RvvError, ToolMissing
+from pytest_rvv.base.store import Store, content_sha, digest, source_digest
+from pytest_rvv.config.cores import CORES
+from pytest_rvv.config.targets import RISCV64
+from pytest_rvv.measure.agreement import CheckedRun, compare
+from pytest_rvv.measure.counts import PAGE, parse
+from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, objdump_for
+from pytest_rvv.measure.executed import measure_executed, measure_one_time
+from pytest_rvv.measure.silicon import BlockCode, block_cycles, estimate_once, find_mca, mca_line, mca_version
+from pytest_rvv.measure.static import share
+from pytest_rvv.model.model import Model
+from pytest_rvv.run.onnxruntime import reference_level
+from pytest_rvv.run.ort_harness import ORACLE_LEVELS
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRunner, PeerRuns, RecordedPeerRun
+from pytest_rvv.session import Cell, Oracle
+from pytest_rvv.toolchain.peer_ort import MARKER, PeerSysroot
+
+CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
+TOP = 3  # IREE dispatches named as what makes the difference
+UNMAPPED = "(unmapped)"
+_SOURCE = source_digest(__file__)
+# instructions llvm-mca's RISC-V models have no scheduling class for (it refuses the input): left out of their block
+_UNSCHEDULED = ("fence", "ebreak", "unimp")
+_OBJDUMP_LINE = re.compile(r"^\s*([0-9a-f]+):\t(\S+)(?:\t(.*))?$")  # as measure/disassembly.py reads objdump
+
+
+@dataclass(frozen=True)
+class PeerWork:
+    """The peer's side of a cell: its agreement with onnxruntime on the host, its executed work per call by library,
+    vector share and peak RSS."""
+
+    peer: str  # "ONNX Runtime 1.21.0 (Debian trixie riscv64, rv64gc)"
+    checked: CheckedRun
+    per_call: int  # executed instructions one call adds (two calls less one)
+    session: int  # what a one-call run executes besides the call (session creation, the harness)
+    libraries: dict[str, int]  # per call, by file (libonnxruntime.so.1.21.0, libc.so.6, ...)
+    vector: int  # vector instructions per call
+    rss_kb: int | None  # the emulator's peak RSS, one call
+    estimate: PeerEstimate | None = None  # est. cycles per call on CORE (None without llvm-mca)
+
+    @property
+    def vector_share(self) -> float:
+        return share(self.vector, self.per_call)
+
+    def library_share(self, prefix: str) -> float:
+        """The share (%) of a call's work in the libraries whose file name starts with ``prefix``."""
+        return share(sum(n for name, n in self.libraries.items() if name.startswith(prefix)), self.per_call)
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a change in the peer's work shows in (deterministic: one thread, QEMU's reserved address space)."""
+        return {"peer": self.peer, "per_call_instructions": self.per_call,
+                "libraries": {k: v for k, v in sorted(self.libraries.items()) if v}}
+
+
+@dataclass(frozen=True)
+class IreeWork:
+    """IREE's side: its dispatches' executed instructions per call, vector share and est. cycles on CORE."""
+
+    dispatches: dict[str, int]  # per call
+    vector: int  # per call
+    est_ms: float | None  # est. ms per call on CORE (None: llvm-mca missing)
+
+    @property
+    def per_call(self) -> int:
+        return sum(self.dispatches.values())
+
+    @property
+    def vector_share(self) -> float:
+        return share(self.vector, self.per_call)
+
+    def top(self, n: int = TOP) -> list[tuple[str, int]]:
+        return sorted(self.dispatches.items(), key=lambda kv: -kv[1])[:n]
+
+    @property
+    def pack_share(self) -> float:
+        """The share (%) of a call's work in dispatches named pack or unpack (data layout, not arithmetic)."""
+        return share(sum(n for k, n in self.dispatches.items() if "pack" in k), self.per_call)
+
+
+@dataclass(frozen=True)
+class PeerComparison:
+    """One model x target: IREE beside its peer."""
+
+    model: str
+    target: str
+    iree: IreeWork
+    peer: PeerWork
+    toolchain: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float | None:
+        """IREE's work per call / the peer's."""
+        return self.iree.per_call / self.peer.per_call if self.peer.per_call else None
+
+    @property
+    def est_ratio(self) -> float | None:
+        """IREE's est. ms per call on CORE / the peer's."""
+        peer = self.peer.estimate
+        return self.iree.est_ms / peer.ms if self.iree.est_ms is not None and peer is not None and peer.cycles \
+            else None
+
+    def row(self) -> dict[str, Any]:
+        """The table's row (the test's record, results.json's ``peers``)."""
+        return {"model": self.model, "target": self.target, "toolchain": self.toolchain, "peer": self.peer.peer,
+                "iree": {"per_call_instructions": self.iree.per_call, "vector_share_percent": self.iree.vector_share,
+                         "est_ms": None if self.iree.est_ms is None else round(self.iree.est_ms, 3), "core": CORE,
+                         "top_dispatches": [{"dispatch": k, "instructions": n, "share_percent": share(n,
+                                                                                                    self.iree.per_call)}
+                                            for k, n in self.iree.top()],
+                         "pack_share_percent": self.iree.pack_share},
+                "onnxruntime": {"per_call_instructions": self.peer.per_call, "session_instructions": self.peer.session,
+                                "vector_share_percent": self.peer.vector_share,
+                                "est_ms": None if self.peer.estimate is None else round(self.peer.estimate.ms, 3),
+                                "est_covered_percent": None if self.peer.estimate is None
+                                else self.peer.estimate.covered_percent,
+                                "libraries": dict(sorted(self.peer.libraries.items(), key=lambda kv: -kv[1])),
+                                "libonnxruntime_share_percent": self.peer.library_share("libonnxruntime"),
+                                "peak_rss_kb": self.peer.rss_kb,
+                                "max_abs_error": self.peer.checked.agreement.max_abs},
+                "ratio": None if self.ratio is None else round(self.ratio, 4),
+                "est_ratio": None if self.est_ratio is None else round(self.est_ratio, 4), "notes": self.notes}
+
+
+def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
+    """A counted peer run's executed instructions per library, and its vector instructions."""
+    assert run.counts is not None
+    counts = parse(run.counts.read_text(), run.counts)
+    libraries: dict[str, int] = {}
+    vector = 0
+    for block in counts.blocks:
+        name = run.library_of(block.vaddr) or UNMAPPED
+        libraries[name] = libraries.get(name, 0) + block.n_insns * block.execs
+        vector += (block.varith + block.vmem + block.vset) * block.execs
+    return libraries, vector
+
+
+def measure_peer(model: Model, oracle: Oracle, runner: PeerRunner, runs: PeerRuns,
+                 estimated: bool = False) -> PeerWork:
+    """The peer on the model's prepared file and seeded inputs (the oracle's, as IREE's cell): agreement (one call),
+    per-call work (two calls less one), peak RSS, and with ``estimated`` its est. cycles per call on CORE. Needs
+    nothing of IREE's. Raises RunFailed / PeerRejected (one line
+    naming the model) when it cannot run the model."""
+    level = ORACLE_LEVELS[reference_level(oracle.prepared)]
+    args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), level, model.name)
+    plain = runs.run(PLAIN, *args)
+    agreement = compare(plain.outputs, oracle.outputs, model.tolerance, oracle.steps)
+    checked = CheckedRun(model.name, runner.target.name, agreement, f" ({runner.describe()})", plain.repro)
+    counted = [runs.run(kind, *args) for kind in (COUNTED_ONE, COUNTED_TWO)]
+    (one, vector_one), (two, vector_two) = (by_library(run) for run in counted)
+    libraries = {name: two.get(name, 0) - one.get(name, 0) for name in {*one, *two}}
+    per_call = sum(libraries.values())
+    with runs.stages.time("estimate"):
+        estimate = estimate_peer(*counted, runner.sysroot, runner.harness, runs.store) if estimated else None
+    return PeerWork(runner.describe(), checked, per_call, sum(one.values()) - per_call,
+                    {k: v for k, v in libraries.items() if v}, vector_two - vector_one, plain.rss_kb, estimate)
+
+
+def measure_iree(cell: Cell, workdir: Path) -> IreeWork:
+    """IREE's dispatches per call: the counted run less the module load, dispatch by dispatch, and its est. ms on
+    CORE (None when llvm-mca is missing or the target's cores leave CORE out)."""
+    run, load = measure_executed(cell, workdir / "counted"), measure_one_time(cell, workdir / "loaded")
+    dispatches = run.attribution["dispatches"]
+    once = load.attribution["dispatches"]
+    per_call = {k: d["instructions"] - once.get(k, {}).get("instructions", 0) for k, d in dispatches.items()}
+    vector = sum(d["vector"] - once.get(k, {}).get("vector", 0) for k, d in dispatches.items())
+    cores = cell.target.cores()  # as measure/performance.py estimates them: the same store entries
+    core = next((c for c in cores if c.name == CORE), None)
+    est_ms = None
+    if core is not None and core.ghz and run.run.counts is not None and load.run.counts is not None:
+        arch, executables = cell.target.arch, cell.artifact.executables
+        try:
+            with cell.stages.time("estimate"):
+                cycles = [estimate_once(m.counts, m.run.counts, executables, arch, cores, cell.store)[CORE].total
+                          if m.per_dispatch else 0  # a load that runs no dispatch: nothing to estimate
+                          for m in (run, load) if m.run.counts is not None]
+            est_ms = (cycles[0] - cycles[1]) / (core.ghz * 1e6)
+        except ToolMissing:
+            pass
+    return IreeWork({k: n for k, n in per_call.items() if n > 0}, vector, est_ms)
+
+
+@dataclass(frozen=True)
+class PeerEstimate:
+    """The peer's est. cycles per call on CORE, and the share (%) of its per-call work the estimate covers (blocks in
+    files the sysroot holds; the vDSO is not one)."""
+
+    cycles: float
+    covered_percent: float
+    ghz: float
+
+    @property
+    def ms(self) -> float:
+        return self.cycles / (self.ghz * 1e6)
+
+
+def _exec_segment_vaddr(elf: Path) -> int:
+    """The page-truncated virtual address of ``elf``'s executable PT_LOAD segment (where its code mapping starts)."""
+    with elf.open("rb") as f:
+        for segment in ELFFile(f).iter_segments():
+            if segment["p_type"] == "PT_LOAD" and segment["p_flags"] & 1:
+                return int(segment["p_vaddr"]) & ~(PAGE - 1)
+    raise RvvError(f"{elf}: no executable segment")
+
+
+def _block_codes(elf: Path, starts: dict[int, int]) -> dict[int, tuple[str, ...]]:
+    """Each block's instructions as llvm-mca reads them, by its first instruction's address in ``elf`` (``starts``:
+    address -> instructions), from one objdump of the file; a block objdump does not start there is left out."""
+    proc = subprocess.run([str(objdump_for(RISCV64)), "-d", "--no-show-raw-insn", str(elf)], capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0:
+        raise ToolMissing(f"objdump failed on {elf}: {proc.stderr.strip()[:200]}")
+    windows = sorted((start, start + 4 * n) for start, n in starts.items())
+    lows = [low for low, _ in windows]
+    decoded: dict[int, Instruction] = {}
+    for line in proc.stdout.splitlines():
+        match = _OBJDUMP_LINE.match(line)
+        if not match or match.group(2).startswith("."):
+            continue
+        address = int(match.group(1), 16)
+        i = bisect.bisect_right(lows, address) - 1
+        if i >= 0 and address < max(high for _, high in windows[max(0, i - 8):i + 1]):
+            operands = (match.group(3) or "").split("#")[0].split("<")[0].strip()
+            decoded[address] = Instruction(address, match.group(2), operands, OUTSIDE)
+    addresses = sorted(decoded)
+    codes = {}
+    for start, n in starts.items():
+        at = bisect.bisect_left(addresses, start)
+        if at < len(addresses) and addresses[at] == start and len(addresses[at:at + n]) == n:
+            codes[start] = tuple(mca_line(decoded[a]) for a in addresses[at:at + n]
+                                 if not decoded[a].mnemonic.startswith(_UNSCHEDULED))
+    return codes
+
+
+def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, sysroot: PeerSysroot, harness: Path,
+                  store: Store) -> PeerEstimate | None:
+    """Est. cycles of one call on CORE: llvm-mca's steady-state cycles of every block the second call executes
+    (execs in the two-call run less the one-call run), from the sysroot's own files (stripped: no function names,
+    but the bytes are there; ONNX Runtime's code is scalar, so no vector type is needed). None without llvm-mca."""
+    core = CORES[CORE]
+    if one.counts is None or two.counts is None or not core.ghz:
+        return None
+    try:
+        mca = find_mca()
+    except ToolMissing:
+        return None
+    key = digest(["peer-estimate-v1", content_sha(one.counts), content_sha(two.counts), json.dumps(one.code),
+                  json.dumps(two.code), content_sha(sysroot.path / MARKER), content_sha(harness), core.name,
+                  mca_version(mca), _SOURCE])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        delta: dict[tuple[str, int, int], int] = {}
+        bases: dict[str, int] = {}
+        for sign, run in ((-1, one), (1, two)):
+            assert run.counts is not None
+            for block in parse(run.counts.read_text(), run.counts).blocks:
+                name = run.library_of(block.vaddr)
+                if name is None:
+                    continue
+                start = min(s for s, _ in run.code[name])
+                if bases.setdefault(name, start) != start:
+                    raise RvvError(f"{name} was loaded at two addresses in the peer's two counted runs")
+                key = (name, block.vaddr - start, block.n_insns)
+                delta[key] = delta.get(key, 0) + sign * block.execs
+        work = sum(n * d for (_, _, n), d in delta.items())
+        files = {name: harness if name == harness.name else next(iter(sorted(sysroot.path.rglob(name))), None)
+                 for name in bases}
+        codes: dict[BlockCode, int] = {}
+        covered = 0
+        for name, elf in files.items():
+            if elf is None or not elf.resolve().is_file():
+                continue
+            base_vaddr = _exec_segment_vaddr(elf.resolve())
+            starts = {offset + base_vaddr: n for (lib, offset, n), d in delta.items() if lib == name and d}
+            found = _block_codes(elf.resolve(), starts)
+            for (lib, offset, n), d in delta.items():
+                lines = found.get(offset + base_vaddr) if lib == name and d else None
+                if lines:
+                    code = BlockCode(lines)
+                    codes[code] = codes.get(code, 0) + d
+                    covered += n * d
+        cycles, _, _ = block_cycles(list(codes), core, store)
+        return {"cycles": sum(d * cycles[code] for code, d in codes.items()),
+                "covered_percent": share(covered, work)}
+
+    entry = store.get_or_build("peer-estimates", key, build)
+    return PeerEstimate(float(entry.meta["cycles"]), float(entry.meta["covered_percent"]), core.ghz)

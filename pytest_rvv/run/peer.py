@@ -1,0 +1,168 @@
+"""The peer runner: ONNX Runtime's own riscv64 build running a cell's prepared model under the same QEMU.
+
+A ``PeerRunner`` runs the ONNX Runtime harness (run/ort_harness.py) on a riscv64 target with that target's QEMU CPU
+(the same CPU string and VLEN pairing as the IREE cell), in the verified sysroot (toolchain/peer_ort.py). Its runs
+are deterministic (one thread, an empty environment, QEMU's reserved address space) and kept in the store by content
+like IREE's emulated runs (run/recorded.py): the harness, the sysroot's marker, the model's bytes, the inputs, QEMU and
+its CPU, the helper (the RSS probe or the counting plugin) and the kind of run:
+
+- ``plain``: one call with the RSS probe around the emulator (outputs, peak RSS);
+- ``counted-1`` / ``counted-2``: one and two calls in one session with the counting plugin and the guest's maps
+  (what executed, and in which library): their difference is one call's work, session creation excluded.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_rvv.base.stages import Stages
+from pytest_rvv.base.store import Store, content_sha, digest
+from pytest_rvv.config.targets import RISCV64, Target
+from pytest_rvv.run.ort_harness import PeerRun, build_harness, run_harness
+from pytest_rvv.run.qemu import Qemu, find_qemu
+from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
+from pytest_rvv.run.recorded import rss_probe
+from pytest_rvv.run.runner import Capabilities
+from pytest_rvv.toolchain.peer_ort import MARKER, SUITE, PeerSysroot, prepare_sysroot
+
+ONNXRUNTIME = "onnxruntime"  # the one peer so far (--rvv-peers=onnxruntime)
+PEERS = (ONNXRUNTIME,)
+PLAIN, COUNTED_ONE, COUNTED_TWO = "plain", "counted-1", "counted-2"
+REPEATS = {PLAIN: 1, COUNTED_ONE: 1, COUNTED_TWO: 2}
+NAMESPACE = "peer-runs"
+RECIPE = "peer-run-v2"  # v2: counted runs print no timings
+
+
+@dataclass(frozen=True)
+class RecordedPeerRun:
+    """One peer run's deterministic results, fresh or from the store."""
+
+    kind: str
+    outputs: list[np.ndarray]
+    counts: Path | None  # the plugin's output (counted runs)
+    code: dict[str, list[tuple[int, int]]]  # each file's executable ranges in the guest (counted runs)
+    rss_kb: int | None  # the emulator's peak RSS (plain runs)
+    session_s: float
+    run_s: float
+    wall_s: float
+    repro: str
+    cached: bool
+
+    def library_of(self, address: int) -> str | None:
+        """The file whose code holds the guest ``address`` (counted runs)."""
+        for name, ranges in self.code.items():
+            if any(start <= address < end for start, end in ranges):
+                return name
+        return None
+
+
+class PeerRunner:
+    """ONNX Runtime for riscv64 (Debian's rv64gc build) under ``qemu`` with ``target``'s CPU."""
+
+    def __init__(self, target: Target, qemu: Qemu, sysroot: PeerSysroot, harness: Path) -> None:
+        if target.arch != RISCV64 or not target.is_emulated:
+            raise ValueError(f"the ONNX Runtime peer runs riscv64 targets under QEMU, not {target.name}")
+        target.check_emulator_vlen()
+        target.check_emulator_runs()
+        self.target, self.qemu, self.sysroot, self.harness = target, qemu, sysroot, harness
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Emulated, counted and recorded by content, one thread; what it runs is the peer."""
+        return Capabilities(f"under qemu-{self.qemu.arch} {self.qemu.version_text} -cpu {self.target.emulator_cpu}",
+                            emulated=True, counted=True, peer=self.describe())
+
+    def describe(self) -> str:
+        return f"ONNX Runtime {self.sysroot.version} (Debian {SUITE} riscv64, rv64gc)"
+
+    @property
+    def where(self) -> str:
+        return self.capabilities.where
+
+    def emulator(self) -> Qemu:
+        return self.qemu
+
+    def run(self, model: Path, inputs: list[np.ndarray], workdir: Path, num_outputs: int, *,
+            optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
+            launcher: tuple[str, ...] = (), timeout_s: float | None = None, name: str | None = None,
+            timings: bool = True) -> PeerRun:
+        """One run of ``model`` (raises RunFailed, PeerRejected: one line naming the model)."""
+        return run_harness(self.harness, self.sysroot, self.qemu, self.target, model, inputs, workdir, num_outputs,
+                           optimizations=optimizations, repeat=repeat, maps=maps, qemu_args=qemu_args,
+                           launcher=launcher, label=name, timings=timings,
+                           **({} if timeout_s is None else {"timeout_s": timeout_s}))
+
+    def identity(self) -> list[str]:
+        """What decides its runs besides the model, inputs and helper."""
+        return [content_sha(self.harness), content_sha(self.sysroot.path / MARKER), content_sha(self.qemu.path),
+                self.target.emulator_cpu]
+
+
+def peer_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | None = None) -> PeerRunner:
+    """The ONNX Runtime peer for ``target``: the sysroot fetched and verified (SysrootUnavailable: one line, e.g.
+    without network), the harness built, QEMU found (ToolMissing)."""
+    sysroot = prepare_sysroot(tools_dir, log=lambda line: None)
+    return PeerRunner(target, find_qemu(target.arch, qemu_dir), sysroot, build_harness(sysroot, tools_dir))
+
+
+class PeerRuns:
+    """The peer's plain and counted runs, each once per content (see the module docstring)."""
+
+    def __init__(self, store: Store, timeout_s: float | None, stages: Stages | None = None) -> None:
+        self.store, self.timeout_s, self.stages = store, timeout_s, stages or Stages()
+
+    def run(self, kind: str, runner: PeerRunner, model: Path, inputs: list[np.ndarray], num_outputs: int,
+            optimizations: str, name: str | None = None) -> RecordedPeerRun:
+        """The ``kind`` run of ``model`` (``name``: the model's name in a failure's line)."""
+        if kind not in REPEATS:
+            raise ValueError(f"unknown peer run kind {kind!r}")
+        if kind == PLAIN:
+            helper = rss_probe(self.store)
+        else:
+            check_plugin_support(runner.qemu)
+            helper = build_plugin(self.store)
+        inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in inputs])
+        key = digest([RECIPE, kind, *runner.identity(), content_sha(model), content_sha(helper), inputs_key,
+                      optimizations, str(num_outputs)])
+
+        def emulate(into: Path) -> dict[str, Any]:
+            with tempfile.TemporaryDirectory(prefix="pytest-rvv-peer-") as scratch:
+                work = Path(scratch)
+                counts, rss = work / "counts.txt", work / "rss.txt"
+                launcher = (str(helper), str(rss)) if kind == PLAIN else ()
+                qemu_args = () if kind == PLAIN else plugin_option(helper, counts, False)
+                with self.stages.time("emulate"):
+                    run = runner.run(model, inputs, work / "run", num_outputs, optimizations=optimizations,
+                                     repeat=REPEATS[kind], maps=kind != PLAIN, qemu_args=qemu_args,
+                                     launcher=launcher, timeout_s=self.timeout_s, name=name,
+                                     timings=kind == PLAIN)
+                for i, array in enumerate(run.outputs):
+                    np.save(into / f"output_{i}.npy", array, allow_pickle=False)
+                if counts.is_file():
+                    shutil.copyfile(counts, into / "counts.txt")
+                (into / "code.json").write_text(json.dumps(run.code or {}))
+                return {"kind": kind, "outputs": len(run.outputs), "model": model.name, "target": runner.target.name,
+                        "rss_kb": int(rss.read_text()) if rss.is_file() else None, "session_s": run.session_s,
+                        "run_s": run.run_s, "wall_s": round(run.process.wall_s, 4),
+                        "repro": f"cd {work / 'run'} && env -i {shlex.join(run.process.argv[len(launcher):])}"}
+
+        entry = self.store.get_or_build(NAMESPACE, key, emulate)
+        if not entry.created:
+            self.stages.hit("emulate")
+        meta = entry.meta
+        code = {name: [(int(start), int(end)) for start, end in ranges]
+                for name, ranges in json.loads(entry.file("code.json").read_text()).items()}
+        counts_file = entry.path / "counts.txt"
+        return RecordedPeerRun(kind, [np.load(entry.file(f"output_{i}.npy"), allow_pickle=False)
+                                      for i in range(int(meta["outputs"]))],
+                               counts_file if counts_file.is_file() else None, code,
+                               meta.get("rss_kb"), float(meta["session_s"]), float(meta["run_s"]),
+                               float(meta["wall_s"]), str(meta["repro"]), cached=not entry.created)

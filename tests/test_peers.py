@@ -1,0 +1,186 @@
+"""IREE beside its peer: the peer runner, its per-call work, and the opt-in peer suite (--rvv-peers) end to end.
+
+Real tools: Debian's riscv64 ONNX Runtime in its sysroot, the harness, QEMU and its counting plugin, iree-compile, and
+onnxruntime on the host. Without the sysroot (no network) the tests that need it skip with its one line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.store import Store
+from pytest_rvv.config.settings import default_cache_dir
+from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure.counts import parse
+from pytest_rvv.measure.peers import by_library
+from pytest_rvv.report.peers import moved_lines
+from pytest_rvv.report.results import schema
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PeerRunner, PeerRuns, peer_runner
+from pytest_rvv.run.qemu_plugin import plugin_option
+
+from .conftest import SUITE_COPY_IGNORE, SUITES, mlp_model
+
+TARGETS = ("rv64gc", "rv64gcv-zvl256b")
+
+
+def runner_for(target: str) -> PeerRunner:
+    try:
+        return peer_runner(BUILTIN_TARGETS[target])
+    except ToolMissing as exc:  # no sysroot (no network), no harness compiler, no QEMU: its one line
+        pytest.skip(str(exc))
+
+
+def test_the_peer_runner_declares_itself_emulated_counted_and_what_it_runs():
+    runner = runner_for("rv64gcv-zvl256b")
+    capabilities = runner.capabilities
+    assert capabilities.emulated and capabilities.counted and capabilities.recorded and capabilities.threads == 1
+    assert not capabilities.replays and capabilities.core is None
+    assert capabilities.peer is not None and capabilities.peer.startswith("ONNX Runtime 1.21.0")
+    assert "rv64gc" in capabilities.peer  # what Debian builds it for, whatever the target's CPU
+    # the same CPU string (and VLEN pairing) as the IREE cell of that target
+    assert capabilities.where.endswith(f"-cpu {BUILTIN_TARGETS['rv64gcv-zvl256b'].emulator_cpu}")
+    with pytest.raises(ValueError, match="riscv64 targets under QEMU, not aarch64"):
+        PeerRunner(BUILTIN_TARGETS["aarch64"], runner.qemu, runner.sysroot, runner.harness)
+
+
+def test_a_call_s_work_is_the_same_each_call_and_leaves_session_creation_out(tmp_path: Path, plugin: Path):
+    runner = runner_for("rv64gc")
+    model = mlp_model(tmp_path / "model.onnx")
+    inputs = [np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32)]
+    totals = []
+    for repeat in (1, 2, 3):
+        out = tmp_path / f"{repeat}.counts"
+        runner.run(model, inputs, tmp_path / str(repeat), 1, repeat=repeat, qemu_args=plugin_option(plugin, out, False),
+                   maps=True, timings=False)  # as the recorded counted runs
+        totals.append(parse(out.read_text(), out).total)
+    second, third = totals[1] - totals[0], totals[2] - totals[1]
+    # each further call adds one call's work (measured: 52,486 and 52,570 instructions; ONNX Runtime's allocator
+    # differs by a few dozen between the second and later calls), and a one-call run is mostly session creation,
+    # which the difference leaves out
+    assert second > 0 and abs(third - second) < 0.01 * second
+    assert totals[0] > 10 * second
+    # the recorded runs (run/peer.py) give the same difference, attributed by library
+    runs = PeerRuns(Store(default_cache_dir()), None)
+    (one, vector_one), (two, vector_two) = (by_library(runs.run(kind, runner, model, inputs, 1, "all"))
+                                            for kind in (COUNTED_ONE, COUNTED_TWO))
+    assert sum(two.values()) - sum(one.values()) == second  # exact from run to run: what the snapshot holds
+    assert vector_two - vector_one == 0  # Debian's rv64gc build: no vector instruction in a call
+
+
+@pytest.fixture
+def peers_project(project):
+    """A project with the mlp model, a model Debian's ONNX Runtime 1.21 refuses (opset 23, newer than it knows) and
+    the peer suite."""
+    runner_for("rv64gc")  # skips here, with its line, without the sysroot
+    project.write(models=("mlp",), suite=False)
+    refused = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+                                [numpy_helper.from_array(np.ones(8, np.float32), "unused")])
+    proto = helper.make_model(refused, opset_imports=[helper.make_opsetid("", 23)])
+    proto.ir_version = 10
+    onnx.save(proto, str(project.path / "newer.onnx"))
+    with (project.path / "pyproject.toml").open("a") as f:
+        f.write('\n[tool.pytest_rvv.models.newer]\npath = "newer.onnx"\ninputs = [{ name = "x", shape = [2, 8] }]\n')
+    shutil.copytree(SUITES / "peers", project.path / "peers", ignore=SUITE_COPY_IGNORE)
+    return project
+
+
+def test_without_rvv_peers_nothing_is_collected(peers_project):
+    result = peers_project.run("peers", "--rvv-models=mlp", "--rvv-targets=rv64gc", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert "test_peer" not in result.stdout.str().replace("suites/peers", "")
+    assert "3 deselected" in result.stdout.str()
+
+
+def test_the_peer_agrees_and_its_table_appears_under_v_and_in_results_json(peers_project, tmp_path: Path):
+    report = tmp_path / "report"
+    result = peers_project.run("peers", "--rvv-peers=onnxruntime", "--rvv-models=mlp",
+                               f"--rvv-targets={','.join(TARGETS)}", "-v", f"--rvv-report={report}")
+    result.assert_outcomes(passed=6)  # per target: agreement, work (no snapshot yet: a note), the table's row
+    out = result.stdout.str()
+    assert "rvv peers: IREE beside ONNX Runtime on the same QEMU CPU" in out
+    rows = [line for line in out.splitlines() if line.startswith("| mlp |")]
+    assert [row.split(" | ")[1] for row in rows] == list(TARGETS)
+    assert "peers: 2 model x target cells beside ONNX Runtime 1.21.0" in out
+    assert "no snapshot of the peer's work recorded yet" in out
+    document = json.loads((report / "results.json").read_text())
+    jsonschema.validate(document, schema())
+    peers = document["peers"]
+    assert [(r["model"], r["target"]) for r in peers] == [("mlp", t) for t in TARGETS]
+    for row in peers:
+        iree, ort = row["iree"]["per_call_instructions"], row["onnxruntime"]["per_call_instructions"]
+        assert iree > 0 and ort > 0 and row["ratio"] == round(iree / ort, 4)
+        assert row["onnxruntime"]["vector_share_percent"] == 0.0 and row["onnxruntime"]["max_abs_error"] < 1e-4
+        # est. ms on the modelled core on both sides; the peer's from its own blocks, nearly all of them estimated
+        assert row["iree"]["est_ms"] > 0 and row["onnxruntime"]["est_ms"] > 0
+        assert row["onnxruntime"]["est_covered_percent"] > 90
+        assert max(row["onnxruntime"]["libraries"], key=row["onnxruntime"]["libraries"].get).startswith(
+            "libonnxruntime")
+    assert peers[1]["iree"]["vector_share_percent"] > 0 == peers[0]["iree"]["vector_share_percent"]
+    assert "## IREE beside ONNX Runtime (peers)" in (report / "performance.md").read_text()
+    assert 'id="peers"' in (report / "index.html").read_text()
+    # without -v: one summary line, no table
+    quiet = peers_project.run("peers", "--rvv-peers=onnxruntime", "--rvv-models=mlp", "--rvv-targets=rv64gc")
+    assert "| mlp |" not in quiet.stdout.str() and "(-v prints the table)" in quiet.stdout.str()
+
+
+def test_a_model_the_peer_refuses_is_one_line_and_an_expected_failure(peers_project):
+    result = peers_project.run("peers", "--rvv-peers=onnxruntime", "--rvv-models=newer", "--rvv-targets=rv64gc")
+    result.assert_outcomes(xfailed=3)
+    lines = [line for line in result.stdout.str().splitlines() if "newer: ONNX Runtime (riscv64, rv64gc)" in line]
+    assert lines, result.stdout.str()
+    assert "failed (exit code 1): loading the model" in lines[0] and "till opset 22" in lines[0]
+    assert "model_load_utils.h" not in lines[0]  # ONNX Runtime's source location and C++ signature left out
+
+
+def test_a_change_in_the_peer_s_work_fails_naming_it(peers_project):
+    selection = ("peers/test_peers.py::test_peer_work_is_as_recorded", "--rvv-peers=onnxruntime",
+                 "--rvv-models=mlp", "--rvv-targets=rv64gc")
+    peers_project.run(*selection, "--snapshot-update").assert_outcomes(passed=1)
+    snapshot = next((peers_project.path / "peers" / "__snapshots__").rglob("*.json"))
+    peers_project.run(*selection).assert_outcomes(passed=1)
+    recorded = json.loads(snapshot.read_text())
+    recorded["per_call_instructions"] -= 1000
+    recorded["libraries"]["libonnxruntime.so.1.21.0"] -= 1000
+    snapshot.write_text(json.dumps(recorded, indent=2) + "\n")
+    result = peers_project.run(*selection)
+    result.assert_outcomes(failed=1)
+    assert "'s work per call on mlp at rv64gc changed" in result.stdout.str()
+    assert "libonnxruntime.so.1.21.0" in result.stdout.str()
+
+
+def test_in_an_ab_the_peer_is_a_fixed_point_iree_moves_against():
+    row = {"model": "mobilenetv2", "target": "rv64gcv-zvl256b", "peer": "ONNX Runtime 1.21.0",
+           "onnxruntime": {"per_call_instructions": 1000}, "ratio": 0.51}
+    compared = {"model": "mobilenetv2", "target": "rv64gcv-zvl256b", "reference": "3.12.0", "under_test": "3.13.0",
+                "per_call": {"executed": [420, 510]}}
+    assert moved_lines([row], [compared]) == [
+        "IREE moved from 0.42x to 0.51x of ONNX Runtime's work on mobilenetv2 at rv64gcv-zvl256b (3.12.0 -> 3.13.0)"]
+    # a move too small for two decimals shows in four; toolchains by their release
+    small = {**compared, "reference": "IREE compiler version 3.12.0rc20260917 @ 2b05c5db",
+             "under_test": "IREE compiler version 3.13.0rc20261016 @ 89ece87b", "per_call": {"executed": [1701, 1700]}}
+    assert moved_lines([row], [small]) == [
+        "IREE moved from 1.7010x to 1.7000x of ONNX Runtime's work on mobilenetv2 at rv64gcv-zvl256b "
+        "(3.12.0rc20260917 -> 3.13.0rc20261016)"]
+    # a cell without the peer's row, or a comparison without per-call counts, says nothing
+    assert moved_lines([], [compared]) == []
+    assert moved_lines([row], [{**compared, "per_call": None}]) == []
+
+
+def test_without_the_sysroot_the_peer_tests_skip_with_setup_s_one_line(peers_project, without_riscv64_runtime,
+                                                                      monkeypatch):
+    monkeypatch.setenv("PYTEST_RVV_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")  # a closed port: as without network
+    result = peers_project.run("peers", "--rvv-peers=onnxruntime", "--rvv-models=mlp", "--rvv-targets=rv64gc")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["SKIPPED [[]3[]] *ONNX Runtime's riscv64 build could not be fetched*setup.sh peers*"])
+    assert not list(without_riscv64_runtime.glob("onnxruntime-riscv64-*/"))  # nothing half-made is left
