@@ -18,25 +18,23 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from pytest_rvv.base.errors import RvvError
-from pytest_rvv.base.store import Store, content_sha, digest
+from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import Core
-from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.counts import Block, ExecutedCounts, loaded_libraries, walk_blocks
 from pytest_rvv.measure.disassembly import OUTSIDE
+from pytest_rvv.measure.plugin_run import plugin_run
 from pytest_rvv.measure.silicon import estimate
 from pytest_rvv.measure.static import dispatch_key, natural_order
-from pytest_rvv.run.qemu_plugin import build_threads_plugin, check_plugin_support, threads_option
+from pytest_rvv.run.qemu_plugin import build_threads_plugin, threads_option
 from pytest_rvv.run.threaded import ThreadedRunner
 from pytest_rvv.session import Cell
 
@@ -349,33 +347,15 @@ def measure_threads(cell: Cell, workdir: Path, threads: int, cores: tuple[Core, 
         raise ValueError(f"work per thread needs an emulated target: {runner.target.name} runs "
                          f"{runner.capabilities.where}")
     threaded = ThreadedRunner.like(runner, threads)
-    qemu = threaded.emulator()
-    check_plugin_support(qemu)
     plugin = build_threads_plugin(cell.store)
+    run = plugin_run(cell, threaded, oracle, workdir, namespace=NAMESPACE, recipe=RECIPE, plugin=plugin,
+                     key=(str(threads),), output="threads.txt", qemu_args=lambda out: threads_option(plugin, out),
+                     what=f"with {threads} threads")
+    counts = parse_threads(run.output.read_text(), run.output)
     artifact = cell.artifact
-    inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in oracle.inputs])
-    key = digest([RECIPE, content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
-                  str(runner.runtime.sysroot), content_sha(qemu.path), runner.target.emulator_cpu,
-                  content_sha(plugin), str(threads), inputs_key])
-
-    def emulate(tmp: Path) -> dict[str, Any]:
-        out = tmp / "threads.txt"
-        started = time.monotonic()
-        outcome = threaded.run(artifact, oracle.inputs, workdir, len(oracle.outputs), cell.timeout_s,
-                               qemu_args=threads_option(plugin, out))
-        wall_s = time.monotonic() - started
-        agreement = compare(outcome.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
-        if not agreement.ok:  # nothing is kept from a run whose result is wrong
-            raise RvvError(f"{cell.model.name} on {runner.target.name} with {threads} threads disagrees with "
-                           f"onnxruntime\n{agreement.report()}")
-        return {"wall_s": round(wall_s, 3)}
-
-    entry = cell.store.get_or_build(NAMESPACE, key, emulate)
-    counts_file = entry.file("threads.txt")
-    counts = parse_threads(counts_file.read_text(), counts_file)
     static = runner.runtime.executable if runner.runtime.sysroot is None else None  # a static runtime's symbols
     dispatches, totals, runtime = attribute_threads(counts, artifact.executables, runner.target.arch, static)
     if cores:
         estimate_threads(counts, dispatches, artifact.executables, runner.target.arch, cores, cell.store)
-    return ThreadProfile(threads, counts.vcpus, dispatches, totals, runtime, float(entry.meta["wall_s"]),
+    return ThreadProfile(threads, counts.vcpus, dispatches, totals, runtime, run.wall_s,
                          tuple(c.name for c in cores), static is not None and bool(runtime_functions(static)[0]))

@@ -13,25 +13,22 @@ whose miss evicted it (possibly in the next dispatch), and lines still dirty at 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.process import run_process
-from pytest_rvv.base.store import content_sha, digest
 from pytest_rvv.config.cores import CacheHierarchy, cache_hierarchy
-from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.counts import Block, ExecutedCounts, dispatch_at, loaded_libraries
+from pytest_rvv.measure.plugin_run import plugin_run
 from pytest_rvv.measure.static import natural_order
 from pytest_rvv.run.qemu import Qemu
-from pytest_rvv.run.qemu_plugin import build_memtrace_plugin, check_plugin_support, memtrace_option
+from pytest_rvv.run.qemu_plugin import build_memtrace_plugin, memtrace_option
 from pytest_rvv.session import Cell
 
 GUEST_ADDRESS_SPACE = "0x200000000"  # 8 GiB reserved for the guest (QEMU -R)
@@ -216,29 +213,11 @@ def measure_traffic(cell: Cell, workdir: Path, core: str = "spacemit-x60", per_e
     if not runner.capabilities.counted:
         raise ValueError(f"memory traffic needs an emulated target: {runner.target.name} runs "
                          f"{runner.capabilities.where}")
-    qemu = runner.emulator()
-    check_plugin_support(qemu)
     plugin = build_memtrace_plugin(cell.store)
-    artifact = cell.artifact
-    inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in oracle.inputs])
-    key = digest([RECIPE, content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
-                  str(runner.runtime.sysroot), content_sha(qemu.path), runner.target.emulator_cpu,
-                  content_sha(plugin), repr(caches.geometry), str(per_element), inputs_key])
-
-    def emulate(tmp: Path) -> dict[str, Any]:
-        out = tmp / "trace.txt"
-        started = time.monotonic()
-        outcome = runner.run(artifact, oracle.inputs, workdir, len(oracle.outputs), cell.timeout_s,
-                             qemu_args=memtrace_option(plugin, out, caches.geometry, per_element))
-        wall_s = time.monotonic() - started
-        agreement = compare(outcome.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
-        if not agreement.ok:  # nothing is kept from a run whose result is wrong
-            raise RvvError(f"{cell.model.name} on {runner.target.name} disagrees with onnxruntime in the traced run\n"
-                           f"{agreement.report()}")
-        return {"wall_s": round(wall_s, 3)}
-
-    entry = cell.store.get_or_build(NAMESPACE, key, emulate)
-    trace_file = entry.file("trace.txt")
-    trace = parse_trace(trace_file.read_text(), trace_file)
-    dispatches, outside = attribute_traffic(trace, artifact.executables, runner.target.arch)
-    return Traffic(core, caches, dispatches, outside, float(entry.meta["wall_s"]))
+    run = plugin_run(cell, runner, oracle, workdir, namespace=NAMESPACE, recipe=RECIPE, plugin=plugin,
+                     key=(repr(caches.geometry), str(per_element)), output="trace.txt",
+                     qemu_args=lambda out: memtrace_option(plugin, out, caches.geometry, per_element),
+                     what="in the traced run")
+    trace = parse_trace(run.output.read_text(), run.output)
+    dispatches, outside = attribute_traffic(trace, cell.artifact.executables, runner.target.arch)
+    return Traffic(core, caches, dispatches, outside, run.wall_s)

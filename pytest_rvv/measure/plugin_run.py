@@ -1,0 +1,57 @@
+"""One emulated run of a cell's module with a QEMU plugin, kept in the store by content: what the traced
+measurements (memory traffic, work per thread) share. Nothing is kept from a run whose outputs disagree with
+onnxruntime, nor from one killed at the timeout."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_rvv.base.errors import RvvError
+from pytest_rvv.base.store import content_sha, digest
+from pytest_rvv.measure.agreement import compare
+from pytest_rvv.run.qemu_plugin import check_plugin_support
+from pytest_rvv.run.runner import Runner
+from pytest_rvv.session import Cell, Oracle
+
+
+@dataclass(frozen=True)
+class PluginRun:
+    """The plugin's output file (in the store) and the run's wall time when it was made."""
+
+    output: Path
+    wall_s: float
+
+
+def plugin_run(cell: Cell, runner: Runner, oracle: Oracle, workdir: Path, *, namespace: str, recipe: str,
+               plugin: Path, key: Sequence[str], output: str, qemu_args: Callable[[Path], Sequence[str]],
+               what: str) -> PluginRun:
+    """Run ``cell``'s module on ``runner`` under QEMU with ``plugin`` (``qemu_args(out)`` loads it writing ``out``),
+    once per content: module, runtime, QEMU and its CPU, plugin, inputs and ``key`` (what else decides the result).
+    ``what`` names the run in a disagreement ("in the traced run", "with 4 threads")."""
+    qemu = runner.emulator()
+    check_plugin_support(qemu)
+    artifact = cell.artifact
+    inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in oracle.inputs])
+    entry_key = digest([recipe, content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
+                        str(runner.runtime.sysroot), content_sha(qemu.path), runner.target.emulator_cpu,
+                        content_sha(plugin), *key, inputs_key])
+
+    def emulate(tmp: Path) -> dict[str, Any]:
+        started = time.monotonic()
+        outcome = runner.run(artifact, oracle.inputs, workdir, len(oracle.outputs), cell.timeout_s,
+                             qemu_args=tuple(qemu_args(tmp / output)))
+        wall_s = time.monotonic() - started
+        agreement = compare(outcome.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
+        if not agreement.ok:  # nothing is kept from a run whose result is wrong
+            raise RvvError(f"{cell.model.name} on {runner.target.name} {what} disagrees with onnxruntime\n"
+                           f"{agreement.report()}")
+        return {"wall_s": round(wall_s, 3)}
+
+    entry = cell.store.get_or_build(namespace, entry_key, emulate)
+    return PluginRun(entry.file(output), float(entry.meta["wall_s"]))
