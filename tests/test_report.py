@@ -15,7 +15,7 @@ import pytest
 
 from pytest_rvv.report.html import badges, verdict
 from pytest_rvv.report.results import schema
-from pytest_rvv.report.terminal import ExpectedFailureSeen, expected_failure_lines
+from pytest_rvv.report.terminal import ExpectedFailureSeen, expected_failure_lines, shared_text
 
 from .conftest import SUITE_COPY_IGNORE, SUITES
 
@@ -223,9 +223,18 @@ def test_a_regressed_run_still_shows_its_regressed_rows_and_failure(recorded, pr
                                  "FAILED performance/test_performance.py::test_no_slower_or_bigger[[]mlp-rv64gc[]]*"])
 
 
+def test_a_cause_told_once_keeps_what_its_targets_share():
+    """Where targets' messages differ (natively, under an emulator), the line keeps their common start and end."""
+    assert shared_text(["exit 1 running t for <target> natively: UNIMPLEMENTED; x",
+                        "exit 1 running t for <target> under qemu-riscv64 -cpu rv64,v=false: UNIMPLEMENTED; x"]) \
+        == "exit 1 running t for <target> …: UNIMPLEMENTED; x"
+    assert shared_text(["a b", "a b"]) == "a b"
+    assert shared_text(["aaa", "aa"]) == "…"  # start and end never overlap
+
+
 def test_expected_failures_are_one_line_per_cause_naming_its_targets_once():
     """A cause is what failed and how: the same message on two targets, apart from the target and its emulator's CPU,
-    is one line; another test's failure is its own."""
+    is one line, which tells no one target's CPU as every target's; another test's failure is its own."""
     seen = [ExpectedFailureSeen(f"expected run failure: test_cast for {target} under qemu -cpu {cpu}: UNIMPLEMENTED",
                                 "test_cast", target)
             for target, cpu in (("rv64gcv-zvl256b", "rv64,v=true,vlen=256"), ("rv64gc", "rv64,v=false"))]
@@ -233,7 +242,7 @@ def test_expected_failures_are_one_line_per_cause_naming_its_targets_once():
              ExpectedFailureSeen("expected compile failure on rv64gcv-zvl256b: no f16 without +zvfh (try rv64gc)",
                                  "squeezenet1.1-f16", "rv64gcv-zvl256b")]
     assert expected_failure_lines(seen) == [
-        "XFAIL [2] expected run failure: test_cast for <target> under qemu -cpu rv64,v=true,vlen=256: UNIMPLEMENTED "
+        "XFAIL [2] expected run failure: test_cast for <target> under qemu -cpu …: UNIMPLEMENTED "
         "(<target>: rv64gc, rv64gcv-zvl256b)",
         "XFAIL [1] LLVM's X60 model is 4x slow at m8",
         "XFAIL [1] expected compile failure on rv64gcv-zvl256b: no f16 without +zvfh (try rv64gc)"]

@@ -174,9 +174,30 @@ def expected_failure_lines(failures: Iterable[ExpectedFailureSeen]) -> list[str]
     lines = []
     for _, seen in sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         targets = sorted({f.target for f in seen if f.target is not None})
-        text = f"{seen[0].generic} (<target>: {', '.join(targets)})" if len(targets) > 1 else seen[0].reason
+        text = f"{shared_text([f.generic for f in seen])} (<target>: {', '.join(targets)})" if len(targets) > 1 \
+            else seen[0].reason
         lines.append(f"XFAIL [{len(seen)}] {text}")
     return lines
+
+
+def shared_text(texts: list[str]) -> str:
+    """What ``texts`` say alike: the whole text when they are the same, else their common start and end with ``…``
+    where they differ (cut at word boundaries), so no one target's detail is told as every target's."""
+    if len(set(texts)) == 1:
+        return texts[0]
+    start = re.sub(r"[\w.,=+-]*$", "", _common_start(texts))
+    end = re.sub(r"^[\w.,=+-]*", "", _common_start([t[::-1] for t in texts])[::-1])
+    end = end[max(0, len(start) + len(end) - min(map(len, texts))):]  # the two never overlap
+    return f"{start}…{end}"
+
+
+def _common_start(texts: list[str]) -> str:
+    """The characters every text starts with."""
+    shortest = min(texts, key=len)
+    for i, char in enumerate(shortest):
+        if any(t[i] != char for t in texts):
+            return shortest[:i]
+    return shortest
 
 
 def _cells(keyed: dict[Any, Any]) -> str:
