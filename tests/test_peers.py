@@ -22,8 +22,10 @@ from pytest_rvv.config.settings import default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.counts import parse
 from pytest_rvv.measure.peers import by_library
-from pytest_rvv.report.peers import moved_lines
-from pytest_rvv.report.results import schema
+from pytest_rvv.report.peers import PUBLISHED, STUDIES_TITLE, moved_lines, peers_markdown, studies, studies_table
+from pytest_rvv.report.results import results, schema
+from pytest_rvv.report.sections import Sections
+from pytest_rvv.report.terminal import tables
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PeerRunner, PeerRuns, peer_runner
 from pytest_rvv.run.qemu_plugin import plugin_option
 
@@ -184,3 +186,48 @@ def test_without_the_sysroot_the_peer_tests_skip_with_setup_s_one_line(peers_pro
     result.assert_outcomes(skipped=3)
     result.stdout.fnmatch_lines(["SKIPPED [[]3[]] *ONNX Runtime's riscv64 build could not be fetched*setup.sh peers*"])
     assert not list(without_riscv64_runtime.glob("onnxruntime-riscv64-*/"))  # nothing half-made is left
+
+
+def _row(model: str, target: str, ratio: float, est_ratio: float) -> dict:
+    """A peers table row as measure/peers.py's PeerComparison.row writes it (the figures made up)."""
+    return {"model": model, "target": target, "toolchain": "IREE compiler version 3.13.0rc20261016 @ 89ece87b",
+            "peer": "ONNX Runtime 1.21.0", "ratio": ratio, "est_ratio": est_ratio, "notes": [],
+            "iree": {"per_call_instructions": int(ratio * 1e9), "vector_share_percent": 40.0, "est_ms": est_ratio,
+                     "top_dispatches": [{"dispatch": "conv_0", "share_percent": 30.0}], "pack_share_percent": 5.0},
+            "onnxruntime": {"per_call_instructions": 10**9, "vector_share_percent": 0.0, "est_ms": 1.0,
+                            "libraries": {"libonnxruntime.so.1.21.0": 99 * 10**7}, "peak_rss_kb": 90000,
+                            "libonnxruntime_share_percent": 99.0, "max_abs_error": 1e-6}}
+
+
+def test_iree_issue_24772_s_measured_ratio_stands_beside_ours_with_what_differs():
+    rows = [_row("resnet18", "rv64gcv-zvl256b-mmt4d", 0.31, 0.42), _row("resnet18", "rv64gcv-zvl256b", 1.7, 2.9),
+            _row("mlp", "rv64gc", 1.0, 1.0)]
+    # the quoted figures: fp32 IREE 117.0 ms, ONNX Runtime 418.0 ms; int8 83.9 and 406.1 (K3, 8 threads)
+    quoted = {p.model: (p.iree_ms, p.peer_ms) for p in PUBLISHED}
+    assert quoted == {"resnet18": (117.0, 418.0), "resnet18-int8": (83.9, 406.1)}
+    entries = studies(rows)
+    assert [e["model"] for e in entries] == ["resnet18"]  # only a published model that ran; mlp has no study
+    entry = entries[0]
+    assert entry["measured_ratio"] == 0.2799 and "https://github.com/iree-org/iree/issues/24772" in entry["source"]
+    assert [(o["target"], o["ratio"], o["est_ratio"]) for o in entry["ours"]] == [
+        ("rv64gcv-zvl256b", 1.7, 2.9), ("rv64gcv-zvl256b-mmt4d", 0.31, 0.42)]
+    differs = " ".join(entry["differs"])
+    for difference in ("X100", "X60", "8", "1 on both sides", "no RVV instruction", "execution provider not stated",
+                       "IMAGENET1K_V1", "1x3x224x224"):
+        assert difference in differs, difference
+    lines = studies_table(entries)
+    assert len(lines) == 2 + 2
+    assert "| resnet18 | 0.28x (117 / 418) | SpacemiT K3" in lines[2] and "8 threads" in lines[2]
+    assert "| rv64gcv-zvl256b (modelled X60, 1 thread) | 1.70x | 2.90x |" in lines[2]
+    assert "| rv64gcv-zvl256b-mmt4d (modelled X60, 1 thread) | 0.31x | 0.42x |" in lines[3]
+    # the int8 row carries its quantization as a further difference
+    int8 = studies([_row("resnet18-int8", "rv64gc", 2.0, 3.0)])[0]
+    assert int8["measured_ratio"] == 0.2066 and "static QDQ" in int8["differs"][-1]
+    # where it shows: the terminal (-v), performance.md, results.json (schema-valid, additive)
+    assert (STUDIES_TITLE, lines) in tables(Sections(peers=rows))
+    assert "### Beside the studies (measured on silicon)\n\n" + "\n".join(lines) in peers_markdown(rows, [])
+    document = results({"machine": {"name": "here"}}, [], {}, {}, {}, peers=rows)
+    assert document["peers_published"] == entries
+    jsonschema.validate(document["peers_published"], schema()["properties"]["peers_published"])
+    assert "peers_published" not in results({"machine": {"name": "here"}}, [], {}, {}, {},
+                                            peers=[_row("mlp", "rv64gc", 1.0, 1.0)])

@@ -32,7 +32,7 @@ from pytest_rvv.report import kernels
 from pytest_rvv.report.estimator import estimator_table
 from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.peers import NOTE as PEERS_NOTE
-from pytest_rvv.report.peers import moved_lines, peers_table
+from pytest_rvv.report.peers import STUDIES_NOTE, moved_lines, peers_table, studies, studies_table
 from pytest_rvv.report.performance import (
     hot_dispatches,
     microkernel_figure,
@@ -239,6 +239,8 @@ class RunReport:
                                                       for line in estimator_table(sections.estimator)],
             peers=[[c.strip() for c in line.strip("|").split("|")] for line in peers_table(sections.peers)],
             peers_note=PEERS_NOTE, peers_moved=moved_lines(sections.peers, sections.comparisons),
+            peers_published=[[c.strip() for c in line.strip("|").split("|")]
+                             for line in studies_table(studies(sections.peers))], studies_note=STUDIES_NOTE,
             failures=[t for t in sections.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in sections.tests) for o in ORDER}, anchor=anchor)
 

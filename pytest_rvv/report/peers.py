@@ -4,12 +4,14 @@ Each row is what suites/peers/ left on its test's record (measure/peers.py ``Pee
 instructions per call on both sides, est. X60 ms per call on both sides (measure/peers.py),
 vector shares, the ratio IREE / ONNX Runtime, and IREE's dispatches that make the difference. In an A/B
 (``--rvv-compare`` with the toolchain comparisons run too) the peer is a fixed point: a line per cell says where IREE
-moved relative to it.
+moved relative to it. ``PUBLISHED`` holds the studies' measured IREE / ONNX Runtime ratios on silicon (iree issue
+24772), set beside ours with what differs (``studies``).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,97 @@ NOTE = ("per call: IREE's dispatch instructions of a call (the module load's lef
 HEADER = ["Model", "Target", "IREE per call (M)", "ONNX Runtime per call (M)", "IREE / ORT", "IREE est. X60 ms",
           "ORT est. X60 ms", "IREE / ORT est.", "IREE vector %", "ORT vector %", "ORT in libonnxruntime %",
           "IREE pack/unpack %", "IREE's top dispatches (share of its work)"]
+
+
+@dataclass(frozen=True)
+class PublishedPeer:
+    """A study's measured IREE / peer wall time on a board, quoted from its source, and every way our rows (modelled
+    core, QEMU, one thread) are not that measurement."""
+
+    model: str  # our zoo model that stands for theirs
+    iree_ms: float
+    peer_ms: float
+    source: str
+    measured: str  # board, cores, threads, what was timed
+    differs: tuple[str, ...]
+
+    @property
+    def ratio(self) -> float:
+        return self.iree_ms / self.peer_ms
+
+
+ISSUE_24772 = "https://github.com/iree-org/iree/issues/24772"
+# iree issue 24772 ("[RISC-V] Benchmarking IREE vs ExecuTorch / ONNX Runtime / LiteRT", dimp-pl, 2026-07-30),
+# quoted: "Board spec: SpacemiT K3, 8x X100 @ 2.2 GHz (VLEN-256) + 8x A100 @ 1.8 GHz (VLEN-1024), kernel
+# `6.18.3-1.0.5.4`"; "`performance` governor was pinned on both X100 and A100 clusters"; models: "ResNet18 |
+# torchvision `ResNet18_Weights.IMAGENET1K_V1` | dense conv". fp32 table (ms/inference): "| resnet18 | **117.0** |
+# 138.0 | 418.0 | — |" (IREE | ExecuTorch | ONNX Runtime | LiteRT). int8 table, "8 threads (ms/inference, lower is
+# better)": "| resnet18 | 83.9 | **17.4** | 406.1 | 70.3 |". A maintainer's comment there: "you are either enabling
+# all ukernels or enabling none. For RISC-V, pack and unpack ukernels don't exist so they fall back to scalar code".
+# The issue's text does not say which ONNX Runtime build or execution provider ran, nor IREE's version and flags.
+ISSUE_24772_MEASURED = ("SpacemiT K3 (8x X100 @ 2.2 GHz VLEN 256 + 8x A100 @ 1.8 GHz VLEN 1024), 8 threads, "
+                        "wall ms per inference")
+_DIFFERS_24772 = (
+    "core: theirs the K3's X100 on silicon (caches, memory, branch prediction); ours the X60 modelled by llvm-mca "
+    "at 1.6 GHz, every load an L1 hit, under QEMU at the target's VLEN (256 on zvl256b)",
+    "threads: theirs 8 (the board's two clusters: which cores ran is not stated); ours 1 on both sides",
+    "ONNX Runtime: theirs' build and execution provider not stated in the issue; ours Debian 13's 1.21.0 "
+    "(rv64gc build, CPU execution provider), which executes no RVV instruction (measured: vector share 0)",
+    "IREE: theirs' version and flags not stated (a maintainer there: all ukernels or none); ours the run's "
+    "toolchain with the target's flags (zvl256b: no ukernels; -mmt4d: data tiling and the mmt4d ukernel only)",
+    "model: theirs torchvision's ResNet18 with IMAGENET1K_V1 weights (input not stated); ours the same layout, BN "
+    "folded into the convs, seeded weights, one 1x3x224x224 input",
+)
+PUBLISHED = (
+    PublishedPeer("resnet18", 117.0, 418.0, f"iree issue 24772 ({ISSUE_24772}), fp32 table", ISSUE_24772_MEASURED,
+                  _DIFFERS_24772),
+    PublishedPeer("resnet18-int8", 83.9, 406.1, f"iree issue 24772 ({ISSUE_24772}), int8 table",
+                  ISSUE_24772_MEASURED,
+                  (*_DIFFERS_24772, "int8: theirs' quantization not stated; ours static QDQ by onnxruntime "
+                                    "(per-channel int8 weights, int8 activations, 8 seeded calibration inputs)")),
+)
+STUDIES_TITLE = "rvv peers beside the studies: a measured IREE / ONNX Runtime on silicon beside ours"
+STUDIES_HEADER = ["Model", "Measured IREE / ORT (ms)", "Where", "Ours: target", "IREE / ORT work",
+                  "IREE / ORT est. X60 ms", "What differs", "Source"]
+
+
+def studies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each ``PUBLISHED`` measurement whose model ran beside its peer: the measured ratio, ours per target, and what
+    differs (results.json's ``peers_published``)."""
+    entries = []
+    for p in PUBLISHED:
+        ours = [r for r in ordered(rows) if r["model"] == p.model]
+        if not ours:
+            continue
+        entries.append({"model": p.model, "source": p.source, "measured": p.measured, "iree_ms": p.iree_ms,
+                        "onnxruntime_ms": p.peer_ms, "measured_ratio": round(p.ratio, 4),
+                        "ours": [{"target": r["target"], "toolchain": r.get("toolchain"), "ratio": r["ratio"],
+                                  "est_ratio": r.get("est_ratio")} for r in ours],
+                        "differs": list(p.differs)})
+    return entries
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def studies_table(entries: list[dict[str, Any]]) -> list[str]:
+    """The studies' rows as Markdown lines: per published measurement, one line per our target beside it."""
+    if not entries:
+        return []
+    lines = ["| " + " | ".join(STUDIES_HEADER) + " |", "|" + "---|" * len(STUDIES_HEADER)]
+    for e in entries:
+        measured = f"{e['measured_ratio']:.2f}x ({e['iree_ms']:g} / {e['onnxruntime_ms']:g})"
+        for ours in e["ours"]:
+            lines.append(f"| {e['model']} | {measured} | {e['measured']} | {ours['target']} (modelled X60, 1 thread)"
+                         f" | {_x(ours['ratio'])} | {_x(ours['est_ratio'])} | {'; '.join(e['differs'])} | "
+                         f"{e['source']} |")
+    return lines
+
+
+STUDIES_NOTE = ("a ratio on silicon is wall time of 8 threads on the K3; ours is one thread's executed work and its "
+                "llvm-mca estimate on the X60: a ratio cancels the clock, not the core, the threads, nor the two "
+                "builds' kernels")
 
 
 class PeersCollector:
@@ -104,8 +197,11 @@ def peers_markdown(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]
     if not rows:
         return ""
     moved = moved_lines(rows, comparisons)
+    published = studies_table(studies(rows))
     return "\n".join(["", "## IREE beside ONNX Runtime (peers)", "", *peers_table(rows), "", NOTE + ".",
-                      *([""] + [f"- {line}" for line in moved] if moved else []), ""])
+                      *([""] + [f"- {line}" for line in moved] if moved else []),
+                      *(["", "### Beside the studies (measured on silicon)", "", *published, "", STUDIES_NOTE + "."]
+                        if published else []), ""])
 
 
 def write_peers(directory: Path, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> Path | None:

@@ -14,7 +14,9 @@
      "silicon_runs": [{"model", "target", "machine", "core", "estimated_s", "measured_s", "ratio"}],
                                                                 # cells judged from a bundle run on a known core
      "peers": [{"model", "target", "toolchain", "peer", "iree": {...}, "onnxruntime": {...}, "ratio",
-                "notes"}]}                                      # --rvv-peers: IREE beside ONNX Runtime, per call
+                "notes"}],                                      # --rvv-peers: IREE beside ONNX Runtime, per call
+     "peers_published": [{"model", "source", "measured", "iree_ms", "onnxruntime_ms", "measured_ratio", "ours",
+                          "differs"}]}                          # and a study's measured ratio beside ours
 
 
 ``outcome`` is passed, failed, error, could-not-run (no runtime loads the toolchain's modules), skipped,
@@ -35,6 +37,7 @@ from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.report.kernels import calibration
+from pytest_rvv.report.peers import studies
 
 SCHEMA = "pytest-rvv-results/1"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with any JSON Schema 2020-12 validator
@@ -79,6 +82,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
         document["estimator"] = estimator
     if peers:  # cells beside their peer (--rvv-peers: suites/peers/, report/peers.py)
         document["peers"] = sorted(peers, key=lambda r: (r["model"], r["target"]))
+        if published := studies(peers):  # the studies' measured ratios beside ours (report/peers.py PUBLISHED)
+            document["peers_published"] = published
     if kernel_changes:  # a toolchain comparison over the kernel suite: each cell's call, before and after
         document["kernels"]["comparison"] = kernel_changes
     return document
