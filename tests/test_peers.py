@@ -22,7 +22,15 @@ from pytest_rvv.config.settings import default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.counts import parse
 from pytest_rvv.measure.peers import by_library
-from pytest_rvv.report.peers import PUBLISHED, STUDIES_TITLE, moved_lines, peers_markdown, studies, studies_table
+from pytest_rvv.report.peers import (
+    PUBLISHED,
+    STUDIES_TITLE,
+    moved_lines,
+    peers_markdown,
+    studies,
+    studies_lines,
+    studies_table,
+)
 from pytest_rvv.report.results import results, schema
 from pytest_rvv.report.sections import Sections
 from pytest_rvv.report.terminal import tables
@@ -216,16 +224,20 @@ def test_iree_issue_24772_s_measured_ratio_stands_beside_ours_with_what_differs(
                        "IMAGENET1K_V1", "1x3x224x224"):
         assert difference in differs, difference
     lines = studies_table(entries)
-    assert len(lines) == 2 + 2
-    assert "| resnet18 | 0.28x (117 / 418) | SpacemiT K3" in lines[2] and "8 threads" in lines[2]
-    assert "| rv64gcv-zvl256b (modelled X60, 1 thread) | 1.70x | 2.90x |" in lines[2]
-    assert "| rv64gcv-zvl256b-mmt4d (modelled X60, 1 thread) | 0.31x | 0.42x |" in lines[3]
+    assert lines[2:] == ["| resnet18 | 0.28x (117 / 418) | rv64gcv-zvl256b | 1.70x | 2.90x |",
+                         "| resnet18 | 0.28x (117 / 418) | rv64gcv-zvl256b-mmt4d | 0.31x | 0.42x |"]
+    told = studies_lines(entries)
+    assert len(told) == 1 and told[0].startswith("resnet18: iree issue 24772 (https://github.com/iree-org/iree/")
+    assert "SpacemiT K3" in told[0] and "8 threads" in told[0] and "IREE 117 ms, ONNX Runtime 418 ms" in told[0]
+    assert all(difference in told[0] for difference in entry["differs"])
     # the int8 row carries its quantization as a further difference
     int8 = studies([_row("resnet18-int8", "rv64gc", 2.0, 3.0)])[0]
     assert int8["measured_ratio"] == 0.2066 and "static QDQ" in int8["differs"][-1]
     # where it shows: the terminal (-v), performance.md, results.json (schema-valid, additive)
-    assert (STUDIES_TITLE, lines) in tables(Sections(peers=rows))
-    assert "### Beside the studies (measured on silicon)\n\n" + "\n".join(lines) in peers_markdown(rows, [])
+    assert (STUDIES_TITLE, [*lines, *told]) in tables(Sections(peers=rows))
+    markdown = peers_markdown(rows, [])
+    assert "### Beside the studies (measured on silicon)\n\n" + "\n".join(lines) in markdown
+    assert f"- {told[0]}" in markdown
     document = results({"machine": {"name": "here"}}, [], {}, {}, {}, peers=rows)
     assert document["peers_published"] == entries
     jsonschema.validate(document["peers_published"], schema()["properties"]["peers_published"])

@@ -32,7 +32,7 @@ from pytest_rvv.report import kernels
 from pytest_rvv.report.estimator import estimator_table
 from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.peers import NOTE as PEERS_NOTE
-from pytest_rvv.report.peers import STUDIES_NOTE, moved_lines, peers_table, studies, studies_table
+from pytest_rvv.report.peers import STUDIES_NOTE, moved_lines, peers_table, studies, studies_lines, studies_table
 from pytest_rvv.report.performance import (
     hot_dispatches,
     microkernel_figure,
@@ -241,6 +241,7 @@ class RunReport:
             peers_note=PEERS_NOTE, peers_moved=moved_lines(sections.peers, sections.comparisons),
             peers_published=[[c.strip() for c in line.strip("|").split("|")]
                              for line in studies_table(studies(sections.peers))], studies_note=STUDIES_NOTE,
+            studies_lines=studies_lines(studies(sections.peers)),
             failures=[t for t in sections.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in sections.tests) for o in ORDER}, anchor=anchor)
 

@@ -60,10 +60,10 @@ _DIFFERS_24772 = (
     "core: theirs the K3's X100 on silicon (caches, memory, branch prediction); ours the X60 modelled by llvm-mca "
     "at 1.6 GHz, every load an L1 hit, under QEMU at the target's VLEN (256 on zvl256b)",
     "threads: theirs 8 (the board's two clusters: which cores ran is not stated); ours 1 on both sides",
-    "ONNX Runtime: theirs' build and execution provider not stated in the issue; ours Debian 13's 1.21.0 "
+    "ONNX Runtime: their build and execution provider not stated in the issue; ours Debian 13's 1.21.0 "
     "(rv64gc build, CPU execution provider), which executes no RVV instruction (measured: vector share 0)",
-    "IREE: theirs' version and flags not stated (a maintainer there: all ukernels or none); ours the run's "
-    "toolchain with the target's flags (zvl256b: no ukernels; -mmt4d: data tiling and the mmt4d ukernel only)",
+    "IREE: their version and flags not stated (a maintainer there: all ukernels or none); ours the run's "
+    "toolchain with the target's flags (zvl256b: no data tiling; -mmt4d: data tiling on the mmt4d ukernel only)",
     "model: theirs torchvision's ResNet18 with IMAGENET1K_V1 weights (input not stated); ours the same layout, BN "
     "folded into the convs, seeded weights, one 1x3x224x224 input",
 )
@@ -72,12 +72,12 @@ PUBLISHED = (
                   _DIFFERS_24772),
     PublishedPeer("resnet18-int8", 83.9, 406.1, f"iree issue 24772 ({ISSUE_24772}), int8 table",
                   ISSUE_24772_MEASURED,
-                  (*_DIFFERS_24772, "int8: theirs' quantization not stated; ours static QDQ by onnxruntime "
+                  (*_DIFFERS_24772, "int8: their quantization not stated; ours static QDQ by onnxruntime "
                                     "(per-channel int8 weights, int8 activations, 8 seeded calibration inputs)")),
 )
 STUDIES_TITLE = "rvv peers beside the studies: a measured IREE / ONNX Runtime on silicon beside ours"
-STUDIES_HEADER = ["Model", "Measured IREE / ORT (ms)", "Where", "Ours: target", "IREE / ORT work",
-                  "IREE / ORT est. X60 ms", "What differs", "Source"]
+STUDIES_HEADER = ["Model", "Measured IREE / ORT (ms, on silicon)", "Ours: target (modelled X60, 1 thread)",
+                  "IREE / ORT work", "IREE / ORT est. X60 ms"]
 
 
 def studies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -107,11 +107,15 @@ def studies_table(entries: list[dict[str, Any]]) -> list[str]:
     lines = ["| " + " | ".join(STUDIES_HEADER) + " |", "|" + "---|" * len(STUDIES_HEADER)]
     for e in entries:
         measured = f"{e['measured_ratio']:.2f}x ({e['iree_ms']:g} / {e['onnxruntime_ms']:g})"
-        for ours in e["ours"]:
-            lines.append(f"| {e['model']} | {measured} | {e['measured']} | {ours['target']} (modelled X60, 1 thread)"
-                         f" | {_x(ours['ratio'])} | {_x(ours['est_ratio'])} | {'; '.join(e['differs'])} | "
-                         f"{e['source']} |")
+        lines += [f"| {e['model']} | {measured} | {o['target']} | {_x(o['ratio'])} | {_x(o['est_ratio'])} |"
+                  for o in e["ours"]]
     return lines
+
+
+def studies_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """Per published measurement, where and how it was measured and every way ours differs (told once)."""
+    return [f"{e['model']}: {e['source']}: {e['measured']}: IREE {e['iree_ms']:g} ms, ONNX Runtime "
+            f"{e['onnxruntime_ms']:g} ms. Ours differs: {'; '.join(e['differs'])}" for e in entries]
 
 
 STUDIES_NOTE = ("a ratio on silicon is wall time of 8 threads on the K3; ours is one thread's executed work and its "
@@ -197,11 +201,12 @@ def peers_markdown(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]
     if not rows:
         return ""
     moved = moved_lines(rows, comparisons)
-    published = studies_table(studies(rows))
+    entries = studies(rows)
+    published = [*studies_table(entries), "", STUDIES_NOTE + ".", "", *(f"- {line}" for line in studies_lines(entries))]
     return "\n".join(["", "## IREE beside ONNX Runtime (peers)", "", *peers_table(rows), "", NOTE + ".",
                       *([""] + [f"- {line}" for line in moved] if moved else []),
-                      *(["", "### Beside the studies (measured on silicon)", "", *published, "", STUDIES_NOTE + "."]
-                        if published else []), ""])
+                      *(["", "### Beside the studies (measured on silicon)", "", *published] if entries else []),
+                      ""])
 
 
 def write_peers(directory: Path, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> Path | None:

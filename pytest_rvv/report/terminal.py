@@ -17,7 +17,15 @@ from pytest_rvv.judge.policy import REGRESSED
 from pytest_rvv.judge.recorder import UNCHANGED
 from pytest_rvv.report.agreement import agreement_grid, agreement_line
 from pytest_rvv.report.estimator import estimator_summary, estimator_table
-from pytest_rvv.report.peers import STUDIES_TITLE, moved_lines, peers_summary, peers_table, studies, studies_table
+from pytest_rvv.report.peers import (
+    STUDIES_TITLE,
+    moved_lines,
+    peers_summary,
+    peers_table,
+    studies,
+    studies_lines,
+    studies_table,
+)
 from pytest_rvv.report.peers import TITLE as PEERS_TITLE
 from pytest_rvv.report.performance import kernel_lines, microkernel_table, table_one, table_one_note
 from pytest_rvv.report.sections import Sections, Written
@@ -56,7 +64,8 @@ def tables(s: Sections) -> list[Block]:
         blocks.append(("rvv kernel dashboard", kernel_lines(s.kernels)))
     if s.peers:
         blocks.append((PEERS_TITLE, peers_table(s.peers)))
-        blocks.append((STUDIES_TITLE, studies_table(studies(s.peers))))
+        published = studies(s.peers)
+        blocks.append((STUDIES_TITLE, [*studies_table(published), *studies_lines(published)]))
     blocks.append(("rvv vectorization", cell_lines(s.vectorization)))
     return blocks
 
