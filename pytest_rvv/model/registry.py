@@ -8,14 +8,12 @@ Each exists at two sizes: ``ci`` (small inputs, fast under QEMU; the default) an
 from __future__ import annotations
 
 from pytest_rvv.model.model import InputSpec, Model, Tolerance
+from pytest_rvv.model.selections import REAL_LAYERS, SELECTIONS, STUDIES
 from pytest_rvv.model.sources import WheelFile
 
+__all__ = ["REAL_LAYERS", "SELECTIONS", "SIZES", "STUDIES", "builtin_models"]
+
 SIZES = ("ci", "full")
-# Named selections (``--rvv-models=NAME``) of the models not run by default; a builder names its own (``selection``).
-REAL_LAYERS = "real-layers"
-STUDIES = "studies"
-SELECTIONS = {REAL_LAYERS: "the real-shaped decoder layers",
-              STUDIES: "the architectures published studies measure: ResNet18 at 224x224, fp32 and int8"}
 MINILM_VOCAB = 30522
 RAPIDOCR = ("rapidocr-onnxruntime", "1.4.4")
 

@@ -26,7 +26,7 @@ from pytest_rvv.model.builders.cnn import (
 )
 from pytest_rvv.model.builders.transformer import tinybert, tinybert_inputs
 from pytest_rvv.model.model import InputSpec
-from pytest_rvv.model.registry import REAL_LAYERS, STUDIES
+from pytest_rvv.model.selections import REAL_LAYERS, STUDIES
 
 SIZES = ("ci", "full")
 
