@@ -17,6 +17,7 @@ from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, ToolMissing
 from pytest_rvv.base.record import leave
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.repro import write_repro
+from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.kernels import CORE as KERNEL_CORE
 from pytest_rvv.config.kernels import MARK as KERNEL_CELLS
 from pytest_rvv.config.targets import RISCV64, Target
@@ -36,16 +37,24 @@ from pytest_rvv.judge.expectations import (
 from pytest_rvv.judge.gate import GateResult
 from pytest_rvv.judge.outcome import FAILED, SKIPPED, XFAILED, Verdict
 from pytest_rvv.judge.peers import peer_refused
-from pytest_rvv.judge.policy import estimator_verdict, tolerances
+from pytest_rvv.judge.policy import estimator_verdict, tolerances, wall_row_verdict
 from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
 from pytest_rvv.judge.verdict import judge
 from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming, calibrate
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, silicon_metric
 from pytest_rvv.measure.peers import PeerComparison, PeerWork, measure_iree, measure_peer
-from pytest_rvv.measure.performance import PerfResult, add_traffic, calibration_point, measure_performance
+from pytest_rvv.measure.performance import (
+    WALL_THREADS,
+    PerfResult,
+    add_traffic,
+    calibration_point,
+    measure_performance,
+)
 from pytest_rvv.measure.static import analyze
+from pytest_rvv.measure.walltime import estimate_cell
 from pytest_rvv.model.model import Model
+from pytest_rvv.report.kernels import Published
 from pytest_rvv.run.choice import TargetRefused
 from pytest_rvv.run.ort_harness import PeerRejected
 from pytest_rvv.run.peer import PeerRunner, PeerRuns, peer_runner
@@ -196,7 +205,7 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             estimate = applicable.portable.metrics.get(silicon_metric(core.name)) if applicable.portable else None
             result.calibration = calibration_point(result, core, estimate)  # every silicon run calibrates
         if request.node.get_closest_marker(KERNEL_CELLS) is not None:  # the kernel suite's cells: memory traffic
-            add_traffic(cell, result, KERNEL_CORE)
+            add_traffic(cell, result, KERNEL_CORE, WALL_THREADS)
         leave(record_property, performance=result.to_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
             record_property(f"rvv.{metric}", value)
@@ -316,6 +325,37 @@ def rvv_instruction_calibration(rvv_session: RvvSession, record_property: Any
             pytest.skip(str(exc))
         _judged(estimator_verdict(found), record_property)
         return found
+
+    return check
+
+
+@pytest.fixture
+def rvv_wall_row(rvv_session: RvvSession, tmp_path: Path, record_property: Any) -> Callable[[Published], float]:
+    """Hold the estimated wall time (measure/walltime.py, workgroups dealt evenly) against one published silicon row
+    (report/kernels.py ``PUBLISHED``): both sides' kernel cells at the row's threads on the row's core, their ratio
+    within ``WALL_TOLERANCE_PERCENT`` of the measured range. Returns the estimated ratio."""
+
+    def check(row: Published) -> float:
+        cells = rvv_session.settings.kernels.cells if rvv_session.settings.kernels else ()
+        core = CORES[KERNEL_CORE]
+        seconds = []
+        for path in row.over:
+            kernel = next(c for c in cells if (c.row, c.shape.name, c.path) == (row.row, row.shape, path))
+            try:
+                cell = rvv_session.resolve(kernel.model, kernel.target)
+            except TargetRefused as exc:
+                pytest.skip(str(exc))
+            if cell.runner is None or not cell.runner.capabilities.counted:
+                pytest.skip(f"{kernel.id}: the estimated wall time needs an emulated run")
+            try:
+                seconds.append(estimate_cell(cell, tmp_path / path, core, row.config.threads).seconds)
+            except ToolMissing as exc:
+                pytest.skip(str(exc))
+        estimated = seconds[0] / seconds[1]
+        _judged(wall_row_verdict(f"{row.row} {row.shape} {row.over[0]} / {row.over[1]}, {row.config.threads} "
+                                 f"thread(s), {row.source.split(' (')[0]}", estimated, row.low, row.high),
+                record_property)
+        return estimated
 
     return check
 

@@ -37,6 +37,7 @@ from pytest_rvv.measure.calibration import InstructionTiming
 from pytest_rvv.model.model import Model
 from pytest_rvv.report.agreement import AgreementSummary
 from pytest_rvv.report.html import CHECKS, CellOutcomes, RunReport
+from pytest_rvv.report.kernels import WALL_MISSES, Published, selected_published
 from pytest_rvv.report.notices import SessionNotices
 from pytest_rvv.report.peers import PeersCollector, write_peers
 from pytest_rvv.report.performance import PerformanceCollector, write_report
@@ -393,6 +394,13 @@ def _riscv64_runtime_line(session: RvvSession) -> str:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     settings = metafunc.config.stash[SESSION_KEY].settings
+    if "rvv_published" in metafunc.fixturenames:  # suites/kernels: the published rows whose two cells are selected
+        rows = selected_published(settings.kernels.cells if settings.kernels else ())
+        metafunc.parametrize("rvv_published", [
+            pytest.param(p, id=p.id, marks=[pytest.mark.xfail(strict=True, reason=reason)]
+                         if (reason := WALL_MISSES.get((p.row, p.shape))) else []) for p in rows])
+        return
+        return
     if metafunc.definition.get_closest_marker(KERNELS_MARK) is not None:  # suites/kernels: the kernel cells
         cells = settings.kernels.cells if settings.kernels else ()
         metafunc.parametrize(("rvv_model", "rvv_target"), [(c.model, c.target) for c in cells],
@@ -424,7 +432,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _kernel_cell(item: pytest.Item) -> bool:
     params = getattr(item, "callspec", None)
-    return params is not None and isinstance(params.params.get("rvv_model"), Model)
+    return params is not None and (isinstance(params.params.get("rvv_model"), Model)
+                                   or isinstance(params.params.get("rvv_published"), Published))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -236,3 +236,24 @@ def estimator_verdict(found: InstructionCalibration) -> Verdict:
     return failed(f"{timing.core} {timing.name}: estimated {found.estimated:.2f} cycles per instruction, measured "
                   f"{timing.cycles:.2f} ({found.error_percent:+.0f} %, allowed +-{ESTIMATOR_TOLERANCE_PERCENT:g} %; "
                   f"{found.llvm_mca}); {timing.source}", estimator=found.as_json())
+
+
+WALL_TOLERANCE_PERCENT = 30.0  # a published wall-time ratio: the estimate's ratio within +-30 % of its range
+
+
+def wall_ratio_error(estimated: float, low: float, high: float) -> float:
+    """Percent by which ``estimated`` lies outside the measured range ``low``-``high`` (0 inside it)."""
+    if low <= estimated <= high:
+        return 0.0
+    return (estimated / (low if estimated < low else high) - 1) * 100
+
+
+def wall_row_verdict(label: str, estimated: float, low: float, high: float, **records: Any) -> Verdict:
+    """The estimated wall-time ratio of a published row's two sides against the measured one: fails beyond
+    ``WALL_TOLERANCE_PERCENT`` of the measured range; records the comparison either way."""
+    error = wall_ratio_error(estimated, low, high)
+    measured = f"{low:.2f}" + (f"-{high:.2f}" if high != low else "")
+    if abs(error) <= WALL_TOLERANCE_PERCENT:
+        return passed(**records)
+    return failed(f"{label}: estimated wall-time ratio {estimated:.2f}x, measured {measured} ({error:+.0f} %, "
+                  f"allowed +-{WALL_TOLERANCE_PERCENT:g} %)", **records)

@@ -12,7 +12,7 @@ from typing import Any
 from elftools.elf.elffile import ELFFile
 
 from pytest_rvv.base.errors import RvvError, ToolMissing
-from pytest_rvv.config.cores import Core
+from pytest_rvv.config.cores import CORES, Core
 from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
@@ -39,6 +39,7 @@ from pytest_rvv.measure.metrics import (
 from pytest_rvv.measure.silicon import SiliconEstimate, estimate_once
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.measure.traffic import measure_traffic
+from pytest_rvv.measure.walltime import estimate_cell
 from pytest_rvv.run.recorded import PLAIN, rss_probe
 from pytest_rvv.session import Cell
 
@@ -84,6 +85,8 @@ class PerfResult:
     silicon_one_time: dict[str, int] = field(default_factory=dict)  # core -> estimated cycles of the module load
     # core -> dispatch -> memory traffic on its modelled caches (TRAFFIC_FIGURES; the kernel suite's cells)
     traffic: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    # core -> threads -> the estimated wall time of one call (WALL_FIGURES; the kernel suite's cells)
+    wall: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     board: dict[str, Any] | None = None  # the board (as a machine) the run-side metrics come from
     calibration: CalibrationPoint | None = None  # that machine's core: its estimate beside the measured time
@@ -97,7 +100,7 @@ class PerfResult:
                 | ({"board": self.board} if self.board else {}) | ({"watched": self.watched} if self.watched else {})
                 | ({"one_time": self.one_time, "silicon_one_time": self.silicon_one_time} if self.one_time else {})
                 | ({"calibration": self.calibration.to_json()} if self.calibration else {})
-                | ({"traffic": self.traffic} if self.traffic else {}))
+                | ({"traffic": self.traffic} if self.traffic else {}) | ({"wall": self.wall} if self.wall else {}))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PerfResult:
@@ -106,7 +109,7 @@ class PerfResult:
         return cls(data["model"], data["target"], data["toolchain"], data["metrics"], data["samples"],
                    silicon=data.get("silicon", {}), watched=data.get("watched", {}), one_time=data.get("one_time", {}),
                    silicon_one_time=data.get("silicon_one_time", {}), board=data.get("board"),
-                   traffic=data.get("traffic", {}),
+                   traffic=data.get("traffic", {}), wall=data.get("wall", {}),
                    calibration=CalibrationPoint.from_json(calibration) if calibration else None)
 
     @property
@@ -264,10 +267,15 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
 TRAFFIC_FIGURES = ("bytes_loaded", "bytes_stored", "l1_misses", "l2_misses", "dram_bytes")
 
 
-def add_traffic(cell: Cell, result: PerfResult, core: str) -> None:
+WALL_THREADS = (1, 8)  # the kernel suite's estimated wall time: one thread, and a K1's 8 cores
+
+
+def add_traffic(cell: Cell, result: PerfResult, core: str, wall_threads: tuple[int, ...] = ()) -> None:
     """Memory traffic per dispatch on ``core``'s modelled caches (measure/traffic.py: one traced run, kept in the
     store by content), each dispatch marked ``at_load`` when it ran only while the module loaded (its executed count
-    is all one-time work); a note instead when it cannot be measured."""
+    is all one-time work); with ``wall_threads``, the call's estimated wall time at each of them (measure/walltime.py:
+    one local-task run per thread count, kept by content): seconds and what bounds it. A note instead of what cannot
+    be measured."""
     if result.disagreement is not None or cell.runner is None or not cell.runner.capabilities.counted:
         return
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-traffic-") as tmp:
@@ -277,6 +285,14 @@ def add_traffic(cell: Cell, result: PerfResult, core: str) -> None:
         except (ToolMissing, RvvError) as exc:
             result.notes.append(f"no memory traffic on {core}: {str(exc).splitlines()[0]}")
             return
+        for threads in wall_threads:
+            try:
+                with cell.stages.time("threads"):
+                    wall = estimate_cell(cell, Path(tmp), CORES[core], threads, traffic)
+            except (ToolMissing, RvvError, ValueError) as exc:
+                result.notes.append(f"no est. wall time at {threads} threads on {core}: {str(exc).splitlines()[0]}")
+                continue
+            result.wall.setdefault(core, {})[str(threads)] = {"seconds": wall.seconds, "bound_by": wall.bound_by}
     executed = (result.executed or {}).get("dispatches", {})
     figures = {}
     for name, totals in traffic.dispatches.items():

@@ -40,11 +40,13 @@ latencies and MLP are assumptions stated in config/cores.py (MEMORY), not measur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pytest_rvv.config.cores import Core, MemoryTimings, memory_timings
-from pytest_rvv.measure.threads import DispatchThreads, ThreadProfile
-from pytest_rvv.measure.traffic import Totals, Traffic
+from pytest_rvv.measure.threads import DispatchThreads, ThreadProfile, measure_threads
+from pytest_rvv.measure.traffic import Totals, Traffic, measure_traffic
+from pytest_rvv.session import Cell
 
 BOUNDS = ("compute", "L2", "DRAM", "imbalance")
 SPLITS = ("measured", "even")  # the workgroups as the emulated run split them, or dealt evenly to the workers
@@ -201,3 +203,13 @@ def estimate_wall(profile: ThreadProfile, traffic: Traffic, core: Core, split: s
     elif profile.threads > 1:
         notes.append(f"{profile.threads} threads share one L2: the one-thread L2-miss count is a lower bound")
     return WallEstimate(core.name, profile.threads, split, core.ghz, walls, tuple(untraced), tuple(notes))
+
+
+def estimate_cell(cell: Cell, workdir: Path, core: Core, threads: int, traffic: Traffic | None = None,
+                  split: str = "even") -> WallEstimate:
+    """A cell's estimated wall time on ``core`` at ``threads`` workers: one ``local-task`` run with the per-thread
+    counter and one traced run through ``core``'s caches (or ``traffic``, when measured already), each kept in the
+    store by content, so a second estimate of the same cell runs nothing."""
+    profile = measure_threads(cell, workdir / f"threads-{threads}", threads, cores=(core,))
+    moved = traffic if traffic is not None else measure_traffic(cell, workdir / "traffic", core.name)
+    return estimate_wall(profile, moved, core, split)

@@ -33,3 +33,11 @@ def test_kernel_toolchain_under_test_adds_no_work(rvv_toolchain_comparison):
     """Only with --rvv-compare=SPEC (deselected otherwise): the cell with both toolchains, failing on added work; the
     dashboard before/after ranks every row x shape x path by the work one call adds."""
     rvv_toolchain_comparison()
+
+
+@pytest.mark.rvv_kernels
+def test_published_row_estimated_wall_time_holds(rvv_published, rvv_wall_row):
+    """Each published silicon row (report/kernels.py PUBLISHED) whose two cells are selected: the estimated wall
+    time's ratio of the two sides (measure/walltime.py, the row's threads) within +-30 % of the measured ratio; the
+    rows it is known to miss are strict expected failures that say why (docs/kernels.md)."""
+    rvv_wall_row(rvv_published)
