@@ -94,7 +94,7 @@ def test_without_a_selection_the_kernel_suite_is_deselected_and_says_how_to_run_
     result = kernel_project.run("kernels")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.stdout.fnmatch_lines(["rvv: kernel suite (suites/kernels/): not selected; --rvv-kernels=ci (iree issue "
-                                 "24932's shapes, every row and path), decode, llm or all runs it", "*4 deselected*"])
+                                 "24932's shapes, every row and path), decode, llm or all runs it", "*5 deselected*"])
 
 
 def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_project, tmp_path):
@@ -108,14 +108,30 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
                                  "*rvv kernel dashboard*",
                                  "| Row | Shape | default est. Mcycles per call (vs default)*",
                                  "| f32 | 64x64x64 | * | * | * | * | *x | *x |*",
-                                 "| f32 | 64x64x64 | inner-tiled / ukernels-all | 1.02-1.07 | *x | * % | * / * | "
+                                 "| f32 | 64x64x64 | inner-tiled / ukernels-all | 1.02-1.07 | *x (* / * ms) | * % "
+                                 "(expected miss) | compute / compute | *x | * % | * / * | "
                                  "* / * ; * / * | iree issue 24932* | `--iree-opt-data-tiling "
                                  "--iree-llvmcpu-enable-ukernels=none --iree-llvmcpu-enable-inner-tiled=true` / "
                                  "`--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all "
                                  "--iree-llvmcpu-enable-inner-tiled=false`; `+m,+a,+f,+d,+c,+v,+zvl256b`; "
                                  "8 thread(s)*"])
     assert "| ukernels-all DRAM KiB / L2 misses (k) per call |" in result.stdout.str()
+    # the published row whose two cells ran is a test: 64^3 is a known miss, a strict expected failure saying why
+    result.stdout.fnmatch_lines(["*test_published_row_estimated_wall_time_holds*f32-64x64x64-inner-tiled-over-"
+                                 "ukernels-all*XFAIL*", "XFAIL *64x64x64* - the =all side runs IREE's generic "
+                                 "scalar pack/unpack ukernels*"])
+    # est. wall ms at 1 and 8 threads and what bounds it, beside each path's work (terminal, results.json)
+    assert "| ukernels-all est. wall ms 1 / 8 threads (bound by) |" in result.stdout.str()
     document = json.loads((report / "results.json").read_text())
+    jsonschema.validate(document, schema())
+    for entry in document["kernels"]["dashboard"]:
+        for path in entry["paths"].values():
+            assert set(path["est_wall_ms"]) == set(path["bound_by"]) == {"1", "8"}, path
+            assert 0 < path["est_wall_ms"]["8"] <= path["est_wall_ms"]["1"], path  # 8 workers: no slower
+            assert set(path["bound_by"].values()) <= {"compute", "L2", "DRAM", "imbalance"}
+    row = document["kernels"]["calibration"][0]
+    assert row["wall_estimated"] == pytest.approx(row["wall_ms"][0] / row["wall_ms"][1], rel=1e-3)
+    assert row["wall_error_percent"] < -30 and row["expected_miss"].startswith("the =all side")
     entries = {(e["row"], e["shape"]): e for e in document["kernels"]["dashboard"]}
     i8 = entries[("i8", "64x64x64")]["paths"]
     assert set(i8) == {"default", "data-tiled", "mmt4d", "inner-tiled", "ukernels-all"}
@@ -135,6 +151,8 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
         text = (report / page).read_text()
         assert "ukernels-all DRAM KiB / L2 misses (k) per call" in text and "DRAM KiB / L2 misses (k) per call, X60 " \
             "caches (same)" in text, page
+        assert "ukernels-all est. wall ms 1 / 8 threads (bound by)" in text and "Est. wall time (X60, the source" \
+            in text, page
 
 
 def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_ranked_by_added_work(kernel_project,
@@ -185,6 +203,44 @@ def test_traffic_per_call_leaves_out_dispatches_that_ran_only_while_the_module_l
              "paths": {"default": path | {"dram_bytes": None, "l2_misses": None},
                        "mmt4d": path | {"dram_bytes": 60 * 64, "l2_misses": 50}}}
     assert dashboard_table([entry])[-1].endswith("| - | 4 / 0.1 |")
+
+
+def test_the_dashboard_shows_est_wall_ms_at_1_and_8_threads_and_what_bounds_it_where_measured():
+    """A cell's estimated wall time (PerfResult.wall, per thread count) lands beside its path in the dashboard and
+    results.json's entry; a cell without it shows - and has no such keys (results.json's keys are optional)."""
+    from pytest_rvv.config.kernels import CORE
+    from pytest_rvv.measure.performance import PerfResult
+    from pytest_rvv.report.kernels import dashboard_table
+
+    chosen = kernels({}, "64x64x64,f32", BUILTIN_TARGETS)
+    wall = {CORE: {"1": {"seconds": 0.004, "bound_by": "compute"}, "8": {"seconds": 0.0015, "bound_by": "DRAM"}}}
+    records = {(c.model.name, c.target.name): PerfResult(c.model.name, c.target.name,
+                                                         wall=wall if c.path == "mmt4d" else {})
+               for c in chosen.cells}
+    assert PerfResult.from_json(records[next((c.model.name, c.target.name) for c in chosen.cells
+                                             if c.path == "mmt4d")].to_json()).wall == wall
+    (entry,) = dashboard(chosen.cells, records)
+    assert entry["paths"]["mmt4d"]["est_wall_ms"] == {"1": 4.0, "8": 1.5}
+    assert entry["paths"]["mmt4d"]["bound_by"] == {"1": "compute", "8": "DRAM"}
+    assert "est_wall_ms" not in entry["paths"]["default"]
+    header, _, line = dashboard_table([entry])
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    values = dict(zip(columns, (c.strip() for c in line.strip("|").split("|")), strict=True))
+    assert values["mmt4d est. wall ms 1 / 8 threads (bound by)"] == "4.000 / 1.500 (compute / DRAM)"
+    assert values["default est. wall ms 1 / 8 threads (bound by)"] == "-"
+
+
+def test_a_published_row_is_a_test_only_where_both_its_cells_are_selected():
+    from pytest_rvv.report.kernels import PUBLISHED, WALL_MISSES, selected_published
+
+    def ids(selection):
+        return [p.id for p in selected_published(kernels({}, selection, BUILTIN_TARGETS).cells)]
+
+    assert ids("64x64x64,f32") == ["f32-64x64x64-inner-tiled-over-ukernels-all"]
+    assert ids("64x64x64,i8") == [] and ids("1024x1024x1024,f16") == []
+    assert ids("1024x1024x1024,f16-via-f32") == ["f16-via-f32-1024x1024x1024-default-over-mmt4d"]
+    assert len(ids("ci,1024x1024x1024,f16-via-f32")) == len(PUBLISHED) == 5
+    assert set(WALL_MISSES) <= {(p.row, p.shape) for p in PUBLISHED}  # each known miss names a published row
 
 
 def test_the_dashboard_ranks_nothing_it_did_not_measure():
