@@ -200,3 +200,23 @@ def test_at_540_inner_tiled_is_slower_than_the_issue_s_ukernels_at_8_threads(ses
     inner, ukernel = (wall_of(cell_540(session, u), tmp_path / str(u), 8) for u in (False, True))
     assert inner.seconds / ukernel.seconds > 1.0
     assert inner.bound_by == "DRAM" and ukernel.bound_by == "compute"
+
+
+@pytest.mark.parametrize(("estimated", "low", "high", "error", "holds"), [
+    (1.05, 1.02, 1.07, 0.0, True),  # inside the measured range
+    (1.85, 2.42, 2.42, -23.6, True),  # 540x516x332: within 30 %
+    (0.33, 1.02, 1.07, -67.6, False),  # 64^3: below the range by more than 30 %
+    (1.45, 1.02, 1.07, 35.5, False),  # above it, measured from its top
+])
+def test_a_published_rows_wall_ratio_holds_within_30_percent_of_the_measured_range(estimated, low, high, error,
+                                                                                   holds):
+    from pytest_rvv.judge.outcome import FAILED, PASSED
+    from pytest_rvv.judge.policy import wall_ratio_error, wall_row_verdict
+
+    assert wall_ratio_error(estimated, low, high) == pytest.approx(error, abs=0.1)
+    verdict = wall_row_verdict("f32 64x64x64 inner-tiled / ukernels-all", estimated, low, high)
+    assert verdict.outcome == (PASSED if holds else FAILED)
+    if not holds:
+        assert verdict.message.startswith(f"f32 64x64x64 inner-tiled / ukernels-all: estimated wall-time ratio "
+                                          f"{estimated:.2f}x, measured {low:.2f}-{high:.2f} (") \
+            and "allowed +-30 %" in verdict.message

@@ -67,7 +67,8 @@ ISSUE_24932_CONFIG = Configuration(
      "--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=all --iree-llvmcpu-enable-inner-tiled=false"),
     "+m,+a,+f,+d,+c,+v,+zvl256b", 8,
     "not stated (its shapes only); ours: A and B function arguments, packed per call",
-    ("the estimate is one thread (local-sync); the board ran 8",))
+    ("the in-core estimate is one thread (local-sync); the board ran 8 (the est. wall time runs 8 local-task "
+     "workers under QEMU)",))
 PR_22231 = ("iree PR 22231 (+zvl256b,+v,+zfhmin,+zvfhmin, as the X60; the board is not named), "
             "f16 matmul")
 # iree PR 22231's "Benchmarking (Single Thread)", Zvfhmin, f16xf16->f32: its compile flags (the no-data-tiling
