@@ -14,9 +14,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.base.store import Store
-from pytest_rvv.config.settings import default_cache_dir, default_tools_dir
+from pytest_rvv.config.settings import Settings, default_cache_dir, default_tools_dir
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support
+from pytest_rvv.session import RvvSession
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 # what a project copied from suites/ leaves out: caches, committed snapshots, and the estimator's per-instruction
@@ -176,3 +177,15 @@ def plugin() -> Path:
         return build_plugin(Store(USER_CACHE))
     except ToolMissing as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def counted_session(tmp_path_factory: pytest.TempPathFactory) -> RvvSession:
+    """A session over the user's cache whose riscv64 runs can be counted by QEMU plugins (skips with the reason when
+    the emulator cannot load them)."""
+    try:
+        check_plugin_support(find_qemu("riscv64"))
+    except ToolMissing as exc:
+        pytest.skip(str(exc))
+    return RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE)},
+                                       tmp_path_factory.mktemp("counted")))

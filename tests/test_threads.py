@@ -10,33 +10,23 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pytest_rvv.base.errors import ConfigError, RunFailed, ToolMissing
+from pytest_rvv.base.errors import ConfigError, RunFailed
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.kernels import kernels
-from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.executed import measure_executed
 from pytest_rvv.measure.silicon import estimate
 from pytest_rvv.measure.threads import NAMESPACE, measure_threads
-from pytest_rvv.run.qemu import find_qemu
-from pytest_rvv.run.qemu_plugin import check_plugin_support
 from pytest_rvv.run.threaded import MAX_THREADS, ThreadedRunner, check_threads
 from pytest_rvv.session import Cell, RvvSession
-
-from .conftest import USER_CACHE
 
 X60 = CORES["spacemit-x60"]
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory) -> RvvSession:
-    try:
-        check_plugin_support(find_qemu("riscv64"))
-    except ToolMissing as exc:
-        pytest.skip(str(exc))
-    tmp = tmp_path_factory.mktemp("threads")
-    return RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE)}, tmp))
+def session(counted_session: RvvSession) -> RvvSession:
+    return counted_session
 
 
 def kernel_cell(session: RvvSession, shape: str, path: str) -> Cell:

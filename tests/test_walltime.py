@@ -11,19 +11,14 @@ import math
 
 import pytest
 
-from pytest_rvv.base.errors import ConfigError, ToolMissing
+from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.config.cores import CACHES, CORES, MEMORY, Core
 from pytest_rvv.config.kernels import kernels
-from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS, target_from_table
 from pytest_rvv.measure.threads import DispatchThreads, ThreadProfile, measure_threads
 from pytest_rvv.measure.traffic import Totals, Traffic, measure_traffic
 from pytest_rvv.measure.walltime import BOUNDS, estimate_wall
-from pytest_rvv.run.qemu import find_qemu
-from pytest_rvv.run.qemu_plugin import check_plugin_support
 from pytest_rvv.session import Cell, RvvSession
-
-from .conftest import USER_CACHE
 
 X60 = CORES["spacemit-x60"]
 MEM = MEMORY[X60.name]
@@ -153,13 +148,8 @@ UKERNELS_ALL = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all",
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory) -> RvvSession:
-    try:
-        check_plugin_support(find_qemu("riscv64"))
-    except ToolMissing as exc:
-        pytest.skip(str(exc))
-    return RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE)},
-                                       tmp_path_factory.mktemp("walltime")))
+def session(counted_session: RvvSession) -> RvvSession:
+    return counted_session
 
 
 def cell_540(session: RvvSession, ukernels_all: bool) -> Cell:
