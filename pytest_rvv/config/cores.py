@@ -7,6 +7,7 @@ A clock turns cycles into milliseconds; it is given only where a shipping part s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pytest_rvv.base.errors import ConfigError
 
@@ -106,19 +107,24 @@ class CacheHierarchy:
 # - sifive-x280: 32 KiB L1D per core and a private L2 (WikiChip on SiFive's X280, 2022), but no L2 size or
 #   associativity found published: not modelled.
 # - sifive-p670, andes-ax45mpv: no published cache sizes found: not modelled.
+_T = TypeVar("_T")
 CACHES: dict[str, CacheHierarchy] = {
     "spacemit-x60": CacheHierarchy(CacheLevel(32 * 1024, 4), CacheLevel(512 * 1024, 16),
                                    "K1 datasheet (sizes); K1 device-tree review by its maintainer (ways, sets)"),
 }
 
 
+def _published(table: dict[str, _T], name: str, what: str) -> _T:
+    """Core ``name``'s entry in ``table``; one ConfigError line naming the modelled cores for a core without one."""
+    found = table.get(name)
+    if found is None:
+        raise ConfigError(f"core {name!r} has no published {what}; modelled: {', '.join(table)}")
+    return found
+
+
 def cache_hierarchy(name: str) -> CacheHierarchy:
     """The published cache hierarchy of core ``name``; one ConfigError line for a core without one."""
-    found = CACHES.get(name)
-    if found is None:
-        raise ConfigError(f"core {name!r} has no published cache parameters to model its memory traffic; "
-                          f"modelled: {', '.join(CACHES)}")
-    return found
+    return _published(CACHES, name, "cache parameters to model its memory traffic")
 
 
 @dataclass(frozen=True)
@@ -162,8 +168,4 @@ MEMORY: dict[str, MemoryTimings] = {
 
 def memory_timings(name: str) -> MemoryTimings:
     """The memory timings of core ``name``'s part; one ConfigError line for a core without them."""
-    found = MEMORY.get(name)
-    if found is None:
-        raise ConfigError(f"core {name!r} has no published memory timings to estimate its wall time; "
-                          f"modelled: {', '.join(MEMORY)}")
-    return found
+    return _published(MEMORY, name, "memory timings to estimate its wall time")
