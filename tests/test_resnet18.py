@@ -7,8 +7,6 @@ onnx, onnxruntime and the settings only; its IREE cells run with ``--rvv-models=
 from __future__ import annotations
 
 import functools
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +20,7 @@ from pytest_rvv.model.builders import BUILDERS
 from pytest_rvv.model.prepare import prepare
 from pytest_rvv.model.registry import STUDIES, builtin_models
 
-from .conftest import USER_CACHE
+from .conftest import USER_CACHE, models_listing
 
 TORCHVISION_PARAMETERS = 11_689_512  # sum(p.numel() for p in torchvision.models.resnet18().parameters())
 
@@ -139,11 +137,7 @@ def test_resnet18_runs_when_named_or_by_the_studies_selection():
 
 
 def test_models_command_lists_the_studies_selection():
-    cli = Path(sys.executable).parent / "pytest-rvv"
-    proc = subprocess.run([str(cli), "models", "--rvv-models=studies", f"--rvv-cache-dir={USER_CACHE}"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+    out = models_listing("studies")
     assert "resnet18  [ci]  marks: slow" in out and "resnet18-int8  [ci]  marks: slow" in out
     assert out.count("source: built in code: resnet18 (ci, seed 0)") == 2
     assert out.count("inputs: input 1x3x224x224 float32 normal") == 2
