@@ -20,6 +20,7 @@ from pytest_rvv.comparison.repro import write_repro
 from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.kernels import CORE as KERNEL_CORE
 from pytest_rvv.config.kernels import MARK as KERNEL_CELLS
+from pytest_rvv.config.kernels import WALL as KERNEL_WALL
 from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.conformance.batch import NodeBatches
 from pytest_rvv.conformance.check import NodeTestFailure, run_node_test, tolerance_for
@@ -45,7 +46,6 @@ from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, silicon_metric
 from pytest_rvv.measure.peers import PeerComparison, PeerWork, measure_iree, measure_peer
 from pytest_rvv.measure.performance import (
-    WALL_THREADS,
     PerfResult,
     add_traffic,
     calibration_point,
@@ -204,8 +204,11 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         if cell.runner is not None and (core := cell.runner.capabilities.core) is not None:
             estimate = applicable.portable.metrics.get(silicon_metric(core.name)) if applicable.portable else None
             result.calibration = calibration_point(result, core, estimate)  # every silicon run calibrates
-        if request.node.get_closest_marker(KERNEL_CELLS) is not None:  # the kernel suite's cells: memory traffic
-            add_traffic(cell, result, KERNEL_CORE, WALL_THREADS)
+        # memory traffic and est. wall time: always for the kernel suite's cells, for others on --rvv-wall-time
+        if request.node.get_closest_marker(KERNEL_CELLS) is not None:
+            add_traffic(cell, result, KERNEL_WALL)
+        elif settings.wall_time is not None:
+            add_traffic(cell, result, settings.wall_time)
         leave(record_property, performance=result.to_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
             record_property(f"rvv.{metric}", value)

@@ -61,6 +61,9 @@ def test_user_defined_target_is_selectable(project):
      "ERROR: target 'narrow': QEMU vlen=128 is smaller than the compiled +zvl512b; it would run with silently*"),
     ((), '[tool.pytest_rvv.models.bad]\npath = "x.onnx"\ninputs = [{ name = "x", shape = [1, -3] }]\n',
      "ERROR: [[]tool.pytest_rvv.models.bad[]] inputs[[]0[]].shape: must be a list of positive integers"),
+    (("--rvv-wall-time=x280",), "", "ERROR: --rvv-wall-time: core 'sifive-x280' has no published cache parameters*"),
+    (("--rvv-wall-time=x60:9",), "", "ERROR: --rvv-wall-time: 9 threads is not a thread count spacemit-x60's part "
+                                     "runs; give 1 to 8 (it ships with 8 harts)"),
     ((), '[tool.pytest_rvv]\ntimeuot = 3\n',
      "ERROR: *pyproject.toml: unknown key(s) in [[]tool.pytest_rvv[]]: timeuot*"),
 ])

@@ -12,13 +12,13 @@ import pytest
 
 from pytest_rvv.base.errors import ConfigError, RunFailed
 from pytest_rvv.base.store import Store
-from pytest_rvv.config.cores import CORES
+from pytest_rvv.config.cores import CORES, MAX_THREADS
 from pytest_rvv.config.kernels import kernels
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.executed import measure_executed
 from pytest_rvv.measure.silicon import estimate
 from pytest_rvv.measure.threads import NAMESPACE, measure_threads
-from pytest_rvv.run.threaded import MAX_THREADS, ThreadedRunner, check_threads
+from pytest_rvv.run.threaded import ThreadedRunner, check_threads
 from pytest_rvv.session import Cell, RvvSession
 
 X60 = CORES["spacemit-x60"]

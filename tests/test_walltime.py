@@ -7,7 +7,9 @@ dispatch, 68 MB from DRAM in the X60 cache model) against the issue's ukernel co
 """
 
 import dataclasses
+import json
 import math
+import shutil
 
 import pytest
 
@@ -19,6 +21,8 @@ from pytest_rvv.measure.threads import DispatchThreads, ThreadProfile, measure_t
 from pytest_rvv.measure.traffic import Totals, Traffic, measure_traffic
 from pytest_rvv.measure.walltime import BOUNDS, estimate_wall
 from pytest_rvv.session import Cell, RvvSession
+
+from .conftest import SUITE_COPY_IGNORE, SUITES
 
 X60 = CORES["spacemit-x60"]
 MEM = MEMORY[X60.name]
@@ -210,3 +214,27 @@ def test_a_published_rows_wall_ratio_holds_within_30_percent_of_the_measured_ran
         assert verdict.message.startswith(f"f32 64x64x64 inner-tiled / ukernels-all: estimated wall-time ratio "
                                           f"{estimated:.2f}x, measured {low:.2f}-{high:.2f} (") \
             and "allowed +-30 %" in verdict.message
+
+
+# --- where a user asks: --rvv-wall-time on the performance suite ----------------------------------------------------
+def test_wall_time_option_estimates_every_riscv64_model_cell_at_the_asked_threads(project, tmp_path):
+    """A model cell has memory traffic and an est. wall time only when asked (the kernel suite always has them): with
+    ``--rvv-wall-time=x60:1,4`` each riscv64 cell carries the call's est. seconds and bound at 1 and 4 threads, and
+    traffic per dispatch on the X60's caches; the host cell, which QEMU does not run, carries neither."""
+    project.write(suite=False)
+    shutil.copytree(SUITES / "performance", project.path / "performance", ignore=SUITE_COPY_IGNORE)
+    args = ("performance/test_performance.py", "--rvv-models=mlp", "--rvv-targets=host,rv64gcv-zvl256b",
+            "--update-baselines", "--rvv-machine=box")
+    plain = project.run(*args, f"--rvv-report={tmp_path / 'plain'}")
+    plain.assert_outcomes(passed=2)
+    asked = project.run(*args, "--rvv-wall-time=x60:1,4", f"--rvv-report={tmp_path / 'asked'}")
+    asked.assert_outcomes(passed=2)
+    rows = {r["target"]: r for r in json.loads((tmp_path / "asked" / "performance.json").read_text())}
+    wall = rows["rv64gcv-zvl256b"]["wall"]["spacemit-x60"]
+    assert sorted(wall) == ["1", "4"]
+    assert all(w["seconds"] > 0 and w["bound_by"] in BOUNDS for w in wall.values())
+    traffic = rows["rv64gcv-zvl256b"]["traffic"]["spacemit-x60"]
+    assert traffic and all(d["bytes_loaded"] > 0 for d in traffic.values())
+    assert "wall" not in rows["host"] and "traffic" not in rows["host"]
+    before = {r["target"]: r for r in json.loads((tmp_path / "plain" / "performance.json").read_text())}
+    assert all("wall" not in r and "traffic" not in r for r in before.values())

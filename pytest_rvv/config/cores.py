@@ -169,3 +169,47 @@ MEMORY: dict[str, MemoryTimings] = {
 def memory_timings(name: str) -> MemoryTimings:
     """The memory timings of core ``name``'s part; one ConfigError line for a core without them."""
     return _published(MEMORY, name, "memory timings to estimate its wall time")
+
+
+@dataclass(frozen=True)
+class WallRequest:
+    """What an estimated wall time is asked for: the core whose caches and memory model it uses, and the thread
+    counts (local-task workers) each call is estimated at."""
+
+    core: Core
+    threads: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{self.core.name}:{','.join(map(str, self.threads))}"
+
+
+DEFAULT_WALL_THREADS = (1, 8)  # one thread, and a K1's 8 cores
+# Workers for a part no published hart count fixes: IREE's own cap on the workers it detects
+# (--task_topology_max_group_count's default, runtime/src/iree/task/api.c)
+MAX_THREADS = 64
+
+
+def wall_request(spec: str, where: str) -> WallRequest:
+    """``spacemit-x60`` (or its label ``x60``), optionally ``@GHZ`` and ``:THREADS`` (``x60:1,4,8``; default 1 and
+    8). One ConfigError line, naming ``where``, for a core without a clock, published caches or memory timings, and
+    for a thread count of 0 or above the harts of the core's part."""
+    name, _, counts = spec.strip().partition(":")
+    labels = {c.label.lower(): c.name for c in CORES.values()}
+    base, at, clock = name.partition("@")
+    chosen = core(labels.get(base.strip().lower(), base.strip()) + at + clock, where)
+    try:
+        cache_hierarchy(chosen.name)
+        memory_timings(chosen.name)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if chosen.ghz is None:
+        raise ConfigError(f"{where}: core {chosen.name} has no clock: give one in GHz, e.g. {chosen.name}@1.6")
+    try:
+        threads = tuple(dict.fromkeys(int(t) for t in counts.split(",") if t.strip())) or DEFAULT_WALL_THREADS
+    except ValueError:
+        raise ConfigError(f"{where}: {spec!r}: give thread counts as numbers after ':', e.g. x60:1,4,8") from None
+    limit = chosen.harts or MAX_THREADS
+    if wrong := [t for t in threads if t < 1 or t > limit]:
+        raise ConfigError(f"{where}: {wrong[0]} threads is not a thread count {chosen.name}'s part runs; give 1 to "
+                          f"{limit}" + (f" (it ships with {chosen.harts} harts)" if chosen.harts else ""))
+    return WallRequest(chosen, threads)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.config.cores import CORES, DEFAULT_WALL_THREADS, WallRequest
 from pytest_rvv.config.paths import PATHS, matmul_path
 from pytest_rvv.config.targets import Target, path_twins
 from pytest_rvv.model.kernels import DTYPES, ISSUE_24932, SHAPES, KernelShape, kernel_model, shape
@@ -19,6 +20,7 @@ from pytest_rvv.model.model import Model
 
 TABLE = "[tool.pytest_rvv.kernels]"
 CORE = "spacemit-x60"  # the VLEN-256 family's core: every kernel row is estimated, and its traffic modelled, on it
+WALL = WallRequest(CORES[CORE], DEFAULT_WALL_THREADS)  # every kernel cell's memory traffic and est. wall time
 MARK = "rvv_kernels"  # a test over the kernel suite's cells instead of models x targets
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.config.boards import Board
+from pytest_rvv.config.cores import WallRequest, wall_request
 from pytest_rvv.config.kernels import Kernels, kernels
 from pytest_rvv.config.machine import check_name
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target, resolve_targets, target_from_table
@@ -109,6 +110,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("peers", "run each model x riscv64 target on a peer too, side by side with IREE (suites/peers/): "
            "onnxruntime (Debian 13's riscv64 ONNX Runtime under the same QEMU; bash scripts/setup.sh peers fetches "
            "it); default: none, the peer suite is deselected", env="PYTEST_RVV_PEERS", metavar="PEER"),
+    Option("wall-time", "estimate memory traffic per dispatch and one call's wall time at 1 and N threads on a "
+           "silicon core for every riscv64 model cell too (the kernel suite always does, on spacemit-x60 at 1 and 8): "
+           "CORE[:THREADS], e.g. x60 or x60:1,4,8; costs one traced run and one local-task run per thread count and "
+           "cell (kept in the cache); default: none", env="PYTEST_RVV_WALL_TIME", metavar="CORE[:THREADS]"),
     Option("bundle", "write the selection's riscv64 cells (models x targets, and the kernel suite's) as a bundle "
            "that runs natively on any RISC-V machine with nothing installed: sh DIR/run.sh there", metavar="DIR"),
     Option("bundle-results", "judge a bundle's results folder from a RISC-V machine: riscv64 cells take their "
@@ -230,6 +235,7 @@ class Settings:
     tolerances: Mapping[str, Any] | None = None  # [tool.pytest_rvv.tolerances]
     kernels: Kernels | None = None  # the kernel suite's table and selection (config/kernels.py)
     peers: tuple[str, ...] = ()  # --rvv-peers: the peers each riscv64 cell runs beside (suites/peers/, run/peer.py)
+    wall_time: WallRequest | None = None  # --rvv-wall-time: traffic and est. wall time for every riscv64 cell
     bundle: Path | None = None  # --rvv-bundle: write the riscv64 cells as a bundle here (bundle/)
     bundle_results: Path | None = None  # --rvv-bundle-results: riscv64 cells come from this results folder
 
@@ -280,6 +286,8 @@ class Settings:
             board_names=board_names,
             kernels=kernels(table.get("kernels", {}), str(given.value("kernels") or "") or None, known_targets),
             peers=_peers(given.value("peers")),
+            wall_time=(wall_request(str(given.value("wall-time")), "--rvv-wall-time")
+                       if given.value("wall-time") not in (None, "") else None),
             bundle=given.path("bundle"),
             bundle_results=given.path("bundle-results"),
         )

@@ -11,8 +11,8 @@ from typing import Any
 
 from elftools.elf.elffile import ELFFile
 
-from pytest_rvv.base.errors import RvvError, ToolMissing
-from pytest_rvv.config.cores import CORES, Core
+from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
+from pytest_rvv.config.cores import Core, WallRequest
 from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
@@ -267,17 +267,15 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
 TRAFFIC_FIGURES = ("bytes_loaded", "bytes_stored", "l1_misses", "l2_misses", "dram_bytes")
 
 
-WALL_THREADS = (1, 8)  # the kernel suite's estimated wall time: one thread, and a K1's 8 cores
-
-
-def add_traffic(cell: Cell, result: PerfResult, core: str, wall_threads: tuple[int, ...] = ()) -> None:
-    """Memory traffic per dispatch on ``core``'s modelled caches (measure/traffic.py: one traced run, kept in the
-    store by content), each dispatch marked ``at_load`` when it ran only while the module loaded (its executed count
-    is all one-time work); with ``wall_threads``, the call's estimated wall time at each of them (measure/walltime.py:
-    one local-task run per thread count, kept by content): seconds and what bounds it. A note instead of what cannot
-    be measured."""
+def add_traffic(cell: Cell, result: PerfResult, wall: WallRequest) -> None:
+    """Memory traffic per dispatch on ``wall``'s core's modelled caches (measure/traffic.py: one traced run, kept in
+    the store by content), each dispatch marked ``at_load`` when it ran only while the module loaded (its executed
+    count is all one-time work), and the call's estimated wall time at each of ``wall``'s thread counts
+    (measure/walltime.py: one local-task run per thread count, kept by content): seconds and what bounds it. A note
+    instead of what cannot be measured."""
     if result.disagreement is not None or cell.runner is None or not cell.runner.capabilities.counted:
         return
+    core = wall.core.name
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-traffic-") as tmp:
         try:
             with cell.stages.time("traffic"):
@@ -285,14 +283,15 @@ def add_traffic(cell: Cell, result: PerfResult, core: str, wall_threads: tuple[i
         except (ToolMissing, RvvError) as exc:
             result.notes.append(f"no memory traffic on {core}: {str(exc).splitlines()[0]}")
             return
-        for threads in wall_threads:
+        for threads in wall.threads:
             try:
                 with cell.stages.time("threads"):
-                    wall = estimate_cell(cell, Path(tmp), CORES[core], threads, traffic)
-            except (ToolMissing, RvvError, ValueError) as exc:
+                    estimate = estimate_cell(cell, Path(tmp), wall.core, threads, traffic)
+            except (ToolMissing, RvvError, ValueError, ConfigError) as exc:
                 result.notes.append(f"no est. wall time at {threads} threads on {core}: {str(exc).splitlines()[0]}")
                 continue
-            result.wall.setdefault(core, {})[str(threads)] = {"seconds": wall.seconds, "bound_by": wall.bound_by}
+            result.wall.setdefault(core, {})[str(threads)] = {"seconds": estimate.seconds,
+                                                              "bound_by": estimate.bound_by}
     executed = (result.executed or {}).get("dispatches", {})
     figures = {}
     for name, totals in traffic.dispatches.items():

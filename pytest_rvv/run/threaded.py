@@ -4,14 +4,11 @@ guest thread a host thread and its own vCPU: run/rvv_threads.c counts them apart
 from __future__ import annotations
 
 from pytest_rvv.base.errors import ConfigError
+from pytest_rvv.config.cores import MAX_THREADS
 from pytest_rvv.config.targets import Target
 from pytest_rvv.run.qemu import Qemu
 from pytest_rvv.run.runner import Capabilities, Runner
 from pytest_rvv.toolchain.runtimes import Runtime
-
-# Workers for a target whose cores name no shipping part with a hart count: IREE's own cap on the workers it
-# detects (--task_topology_max_group_count's default, runtime/src/iree/task/api.c)
-MAX_THREADS = 64
 
 
 def hart_limit(target: Target) -> tuple[int, str]:
