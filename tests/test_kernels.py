@@ -75,7 +75,7 @@ def test_a_user_shape_row_and_paths_come_from_the_table():
      r"matmuls need; add \+zvfh to its features or choose a target that has it$"),
     ({"rows": {"bf": {"dtype": "bf16", "target": "rv64gcv-zvl256b-zvfh"}}}, None, r"has no zvfbfwma or zvfbfmin"),
     ({"speed": 1}, None, r"^\[tool.pytest_rvv.kernels\]: unknown key\(s\) speed; allowed: paths, rows, shapes$"),
-    ({}, "huge", r"^--rvv-kernels: unknown huge; give one of ci, decode, llm, all, or shape names"),
+    ({}, "huge", r"^--rvv-kernels: unknown huge; give one of ci, decode, llm, all, pr22231, or shape names"),
 ])
 def test_bad_kernel_input_is_one_line_naming_the_table_and_the_fix(table, selection, message):
     with pytest.raises(ConfigError, match=message):
@@ -239,7 +239,10 @@ def test_a_published_row_is_a_test_only_where_both_its_cells_are_selected():
     assert ids("64x64x64,f32") == ["f32-64x64x64-inner-tiled-over-ukernels-all"]
     assert ids("64x64x64,i8") == [] and ids("1024x1024x1024,f16") == []
     assert ids("1024x1024x1024,f16-via-f32") == ["f16-via-f32-1024x1024x1024-default-over-mmt4d"]
-    assert len(ids("ci,1024x1024x1024,f16-via-f32")) == len(PUBLISHED) == 5
+    assert len(ids("ci,1024x1024x1024,f16-via-f32")) == len(PUBLISHED) - 1 == 5
+    assert ids("pr22231,default,mmt4d") == ["f16-via-f32-1024x1024x1024-default-over-mmt4d",
+                                            "f16-via-f32-2048x2048x2048-default-over-mmt4d"]
+    assert ids("pr22231,mmt4d") == []  # path names narrow the cells: a row needs both of its paths
     assert set(WALL_MISSES) <= {(p.row, p.shape) for p in PUBLISHED}  # each known miss names a published row
 
 
@@ -373,11 +376,13 @@ def test_iree_issue_24932s_rows_compare_inner_tiled_with_its_ukernel_compile_fla
         assert [i.name for i in model.inputs] == ["a", "b"]  # A and B arguments: packing them is per-call work
 
 
-def test_iree_pr_22231s_row_is_its_square_1024_f16_matmul_with_its_flags_and_features_quoted():
+def test_iree_pr_22231s_rows_are_its_square_1024_and_2048_f16_matmuls_with_its_flags_and_features_quoted():
     from pytest_rvv.report.kernels import PUBLISHED
 
-    (p,) = [p for p in PUBLISHED if p.source.startswith("iree PR 22231")]
-    assert p.shape == "1024x1024x1024" and p.over == ("default", "mmt4d") and p.config.threads == 1
+    rows = [p for p in PUBLISHED if p.source.startswith("iree PR 22231")]
+    assert [(p.shape, round(p.low, 2)) for p in rows] == [("1024x1024x1024", 4.48), ("2048x2048x2048", 8.35)]
+    p = rows[1]
+    assert p.over == ("default", "mmt4d") and p.config.threads == 1 and rows[0].config == p.config
     features = PR_22231_FLAGS.split("--iree-llvmcpu-target-cpu-features=")[1].split()[0].replace('"', "")
     assert p.config.features == features
     assert _canonical(p.config.flags[1]) == _canonical(PR_22231_FLAGS)

@@ -48,6 +48,9 @@ SELECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # name: (sha
     "decode": (_DECODE, ("f32", "f16-via-f32", "i8")),
     "llm": (tuple(n for n, s in SHAPES.items() if s.origin.startswith(("Llama", "Qwen"))), tuple(ROWS)),
     "all": (tuple(SHAPES), tuple(ROWS)),
+    # iree PR 22231's single-thread f16 rows (report/kernels.py PUBLISHED): an opt-in calibration step, about 40 min
+    # on 2 cores cold with the paths named (pr22231,default,mmt4d); docs/kernels.md
+    "pr22231": (("1024x1024x1024", "2048x2048x2048"), ("f16-via-f32",)),
 }
 _KEYS = {"shapes", "rows", "paths"}
 
@@ -97,7 +100,9 @@ def kernels(table: Mapping[str, Any], selection: str | None, known: Mapping[str,
     twins = path_twins(known)
     for row in rows.values():
         _check_row(row, known, twins)
-    chosen = _selection(selection, shapes, rows) if selection else set()
+    words = [w.strip() for w in (selection or "").split(",") if w.strip()]
+    named_paths = tuple(w for w in words if w in PATHS)  # path names narrow the selection to those paths
+    chosen = _selection(",".join(w for w in words if w not in PATHS), shapes, rows) if words else set()
     cells, every_id = [], set()
     for row in rows.values():
         family = twins.get(row.target, {"default": row.target})
@@ -108,7 +113,7 @@ def kernels(table: Mapping[str, Any], selection: str | None, known: Mapping[str,
                     continue
                 cell = KernelCell(row.name, s, path, model, known[family[path]])
                 every_id.add(cell.id)
-                if (shape_name, row.name) in chosen:
+                if (shape_name, row.name) in chosen and (not named_paths or path in named_paths):
                     cells.append(cell)
     return Kernels(shapes, rows, paths, tuple(cells), frozenset(every_id))
 
@@ -142,13 +147,14 @@ def _check_row(row: KernelRow, known: Mapping[str, Target], twins: Mapping[str, 
 
 def _selection(selection: str, shapes: Mapping[str, KernelShape],
                rows: Mapping[str, KernelRow]) -> set[tuple[str, str]]:
-    """(shape, row) pairs: named selections (``ci``, ``decode``, ``llm``, ``all``) add theirs; shape and row names
-    add their product (``256x256x256,f32``; shapes alone: every row; rows alone: the ``ci`` shapes)."""
+    """(shape, row) pairs: named selections (``ci``, ``decode``, ``llm``, ``all``, ``pr22231``) add theirs; shape and
+    row names add their product (``256x256x256,f32``; shapes alone: every row; rows alone: the ``ci`` shapes)."""
     words = [w.strip() for w in selection.split(",") if w.strip()]
     unknown = [w for w in words if w not in shapes and w not in rows and w not in SELECTIONS]
     if unknown:
         raise ConfigError(f"--rvv-kernels: unknown {', '.join(unknown)}; give one of {', '.join(SELECTIONS)}, or "
-                          f"shape names (e.g. 256x256x256, or a {TABLE} shape) and row names ({', '.join(rows)})")
+                          f"shape names (e.g. 256x256x256, or a {TABLE} shape), row names ({', '.join(rows)}) and "
+                          f"path names ({', '.join(PATHS)})")
     pairs = {(s, r) for w in words if w in SELECTIONS for s in SELECTIONS[w][0] for r in SELECTIONS[w][1]}
     named_shapes = [w for w in words if w in shapes]
     named_rows = [w for w in words if w in rows]

@@ -66,6 +66,7 @@ DECODE, PREFILL_ROWS = 1, (32, 128)
 SHAPES: dict[str, KernelShape] = {s.name: s for s in (
     *(KernelShape(*dims, origin=E2E) for dims in ((64, 64, 64), (256, 256, 256), (81, 41, 19), (540, 516, 332),
                                                   (1024, 1024, 1024))),
+    KernelShape(2048, 2048, 2048, origin="iree PR 22231"),
     *(KernelShape(m, k, n, origin=f"{llm} {'decode' if m == DECODE else 'prefill'}", weights=True)
       for llm, projections in _LLM_PROJECTIONS.items() for m in (DECODE, *PREFILL_ROWS) for k, n in projections),
 )}
