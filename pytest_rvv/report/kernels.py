@@ -109,6 +109,11 @@ WALL_MISSES: dict[tuple[str, str], str] = {
                             "call): est. 0.68x, board 1.78-1.85; see docs/kernels.md",
     ("f32", "81x41x19"): f"{_SCALAR_PACKS} and no L2 miss occurs at 81x41x19: compute-bound on both sides "
                          "(est. 0.29x, board 0.82-0.90); see docs/kernels.md",
+    ("f16-via-f32", "2048x2048x2048"): "est. 3.82x (10589 / 2769 ms), board 8.35 (15326 / 1835 ms): the mmt4d side "
+                                       "streams 1.06 GB per call from DRAM (16.4 M L2 misses) and the model, with no "
+                                       "prefetcher, charges each miss its latency: 1470 ms of stalls and runtime work "
+                                       "on 1300 ms in-core, where the board took 1835 ms in all; the default side "
+                                       "(2.25 GB, 35.4 M misses) is 31 % under the board; see docs/kernels.md",
 }
 
 
