@@ -9,7 +9,7 @@ from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.base.store import Store
 from pytest_rvv.run.qemu import Qemu
 
-SOURCES = ("rvv_counter.c", "qemu_plugin_api.h")
+SOURCES = ("rvv_counter.c", "qemu_plugin_api.h", "rvv_blocks.h")
 PLUGIN_API_VERSION = 3  # what rvv_counter.c declares; QEMU 9.1+ offers it
 
 
@@ -32,7 +32,7 @@ def plugin_option(plugin: Path, out: Path, elements: bool) -> tuple[str, str]:
     return ("-plugin", f"{plugin},out={out},elements={'on' if elements else 'off'}")
 
 
-MEMTRACE_SOURCES = ("rvv_memtrace.c", "qemu_plugin_api.h", "qemu_plugin_mem_api.h")
+MEMTRACE_SOURCES = ("rvv_memtrace.c", "qemu_plugin_api.h", "qemu_plugin_mem_api.h", "rvv_blocks.h")
 
 
 def build_memtrace_plugin(store: Store) -> Path:
@@ -52,7 +52,7 @@ def memtrace_option(plugin: Path, out: Path, cache: tuple[int, int, int, int, in
     return ("-plugin", argument)
 
 
-THREADS_SOURCES = ("rvv_threads.c", "qemu_plugin_api.h")
+THREADS_SOURCES = ("rvv_threads.c", "qemu_plugin_api.h", "rvv_blocks.h")
 
 
 def build_threads_plugin(store: Store) -> Path:

@@ -15,28 +15,12 @@
  *   ei <vaddr> <class> <executions> <sum vl> <sum vlmax>  (elements=on; one per translated vector instruction)
  * Python (pytest_rvv.measure.counts) aggregates and attributes the blocks to dispatches.
  */
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "qemu_plugin_api.h"
+#include "rvv_blocks.h"
 
 PLUGIN_EXPORT int qemu_plugin_version = 3;
 
-enum { VARITH, VMEM, VSET, NCLASS };
-enum { HEAD = 16 };
-
-typedef struct Block {
-    uint64_t vaddr;
-    uint32_t n_insns;
-    uint32_t classes[NCLASS];
-    uint8_t head[HEAD];
-    uint32_t head_len;
-    struct qemu_plugin_scoreboard *execs;
-    struct Block *next;
-} Block;
+enum { VARITH, VMEM, VSET }; /* the block's classes[] */
 
 typedef struct {
     uint64_t executions;
@@ -52,10 +36,6 @@ typedef struct Insn {
     struct Insn *next;
 } Insn;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static Block *blocks;
-static const char *out_path;
-static char target[32];
 static int riscv;
 static int count_elements;
 static Insn *insns;
@@ -77,25 +57,10 @@ static int classify_riscv(uint32_t word, size_t size)
     return -1;
 }
 
-static uint64_t read_csr(struct qemu_plugin_register *reg, GByteArray *buf)
-{
-    uint64_t value = 0;
-    g_byte_array_set_size(buf, 0);
-    int n = qemu_plugin_read_register(reg, buf);
-    if (n > 0) {
-        memcpy(&value, buf->data, n < 8 ? (size_t)n : 8);
-    }
-    return value;
-}
-
 static void on_vector_insn(unsigned int vcpu, void *udata)
 {
-    static __thread GByteArray *buf;
-    if (!buf) {
-        buf = g_byte_array_new();
-    }
     const Insn *insn = udata;
-    uint64_t vl = read_csr(reg_vl, buf), vtype = read_csr(reg_vtype, buf);
+    uint64_t vl = read_reg(reg_vl), vtype = read_reg(reg_vtype);
     uint64_t sew = 8u << ((vtype >> 3) & 7), lmul = vtype & 7;
     uint64_t vlmax = lmul < 4 ? (vlen_bits << lmul) / sew : (vlen_bits >> (8 - lmul)) / sew;
     Elements *e = qemu_plugin_scoreboard_find(insn->sums, vcpu);
@@ -117,25 +82,17 @@ static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
     }
     g_array_free(regs, 1);
     if (reg_vlenb && !vlen_bits) {
-        GByteArray *buf = g_byte_array_new();
-        vlen_bits = read_csr(reg_vlenb, buf) * 8;
+        vlen_bits = read_reg(reg_vlenb) * 8;
     }
 }
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
-    Block *b = calloc(1, sizeof(*b));
-    b->vaddr = qemu_plugin_tb_vaddr(tb);
-    b->n_insns = qemu_plugin_tb_n_insns(tb);
-    b->execs = qemu_plugin_scoreboard_new(sizeof(uint64_t));
+    Block *b = block_new(tb);
     for (size_t i = 0; i < b->n_insns; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
-        uint8_t bytes[HEAD] = {0};
-        size_t size = qemu_plugin_insn_data(insn, bytes, sizeof(bytes));
-        if (b->head_len + size <= HEAD) {
-            memcpy(b->head + b->head_len, bytes, size);
-            b->head_len += size;
-        }
+        uint8_t bytes[HEAD];
+        size_t size = block_take(b, insn, bytes);
         if (!riscv) {
             continue;
         }
@@ -158,19 +115,13 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
             pthread_mutex_unlock(&lock);
         }
     }
-    qemu_plugin_u64 counter = {b->execs, 0};
-    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, counter, 1);
-    pthread_mutex_lock(&lock);
-    b->next = blocks;
-    blocks = b;
-    pthread_mutex_unlock(&lock);
+    block_keep(b, tb);
 }
 
 static void write_counts(qemu_plugin_id_t id, void *udata)
 {
-    FILE *f = fopen(out_path, "w");
+    FILE *f = open_out("rvv_counter");
     if (!f) {
-        qemu_plugin_outs("rvv_counter: cannot open the out= file\n");
         return;
     }
     fprintf(f, "rvv-counter 1 %s\n", target);
@@ -178,13 +129,7 @@ static void write_counts(qemu_plugin_id_t id, void *udata)
         fprintf(f, "vlen %" PRIu64 "\n", vlen_bits);
     }
     for (Block *b = blocks; b; b = b->next) {
-        qemu_plugin_u64 counter = {b->execs, 0};
-        fprintf(f, "tb %" PRIx64 " %u %" PRIu64 " %u %u %u ", b->vaddr, b->n_insns, qemu_plugin_u64_sum(counter),
-                b->classes[VARITH], b->classes[VMEM], b->classes[VSET]);
-        for (uint32_t i = 0; i < b->head_len; i++) {
-            fprintf(f, "%02x", b->head[i]);
-        }
-        fputc('\n', f);
+        block_write(f, b);
     }
     if (count_elements) {
         Elements total[2] = {{0}};

@@ -37,29 +37,13 @@
  *   kind: scalar | unit | strided | indexed | whole
  * Python (pytest_rvv.measure.traffic) attributes the instructions to dispatches.
  */
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "qemu_plugin_mem_api.h"
+#include "rvv_blocks.h"
 
 PLUGIN_EXPORT int qemu_plugin_version = 3;
 
 enum { SCALAR, UNIT, STRIDED, INDEXED, WHOLE, NKIND };
 static const char *KIND_NAMES[NKIND] = {"scalar", "unit", "strided", "indexed", "whole"};
-enum { HEAD = 16 };
-
-typedef struct Block {
-    uint64_t vaddr;
-    uint32_t n_insns;
-    uint8_t head[HEAD];
-    uint32_t head_len;
-    struct qemu_plugin_scoreboard *execs;
-    struct Block *next;
-} Block;
-
 typedef struct Insn {
     uint64_t vaddr;
     int kind;
@@ -78,11 +62,7 @@ typedef struct Level {
     uint64_t clock;
 } Level;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static Block *blocks;
 static Insn *insns;
-static const char *out_path;
-static char target[32];
 static int riscv;
 static int caching;
 static int per_element; /* per-element=on: every access through on_access (what on_vector is tested against) */
@@ -242,21 +222,6 @@ static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t va
     account(udata, vaddr, 1u << qemu_plugin_mem_size_shift(info), 1, qemu_plugin_mem_is_store(info));
 }
 
-static uint64_t read_reg(struct qemu_plugin_register *reg)
-{
-    static __thread GByteArray *buf;
-    if (!buf) {
-        buf = g_byte_array_new();
-    }
-    uint64_t value = 0;
-    g_byte_array_set_size(buf, 0);
-    int n = qemu_plugin_read_register(reg, buf);
-    if (n > 0) {
-        memcpy(&value, buf->data, n < 8 ? (size_t)n : 8);
-    }
-    return value;
-}
-
 static void on_vector(unsigned int vcpu, void *udata)
 {
     (void)vcpu;
@@ -300,19 +265,12 @@ static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
-    Block *b = calloc(1, sizeof(*b));
-    b->vaddr = qemu_plugin_tb_vaddr(tb);
-    b->n_insns = qemu_plugin_tb_n_insns(tb);
-    b->execs = qemu_plugin_scoreboard_new(sizeof(uint64_t));
+    Block *b = block_new(tb);
     Insn *made = NULL, *last = NULL;
     for (size_t i = 0; i < b->n_insns; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
-        uint8_t bytes[HEAD] = {0};
-        size_t size = qemu_plugin_insn_data(insn, bytes, sizeof(bytes));
-        if (b->head_len + size <= HEAD) {
-            memcpy(b->head + b->head_len, bytes, size);
-            b->head_len += size;
-        }
+        uint8_t bytes[HEAD];
+        size_t size = block_take(b, insn, bytes);
         Insn *record = calloc(1, sizeof(*record));
         record->vaddr = qemu_plugin_insn_vaddr(insn);
         record->kind = riscv ? kind_riscv(bytes, size) : SCALAR;
@@ -328,11 +286,8 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         }
         last = record;
     }
-    qemu_plugin_u64 counter = {b->execs, 0};
-    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, counter, 1);
+    block_keep(b, tb);
     pthread_mutex_lock(&lock);
-    b->next = blocks;
-    blocks = b;
     if (last) {
         last->next = insns;
         insns = made;
@@ -344,9 +299,8 @@ static void write_trace(qemu_plugin_id_t id, void *udata)
 {
     (void)id;
     (void)udata;
-    FILE *f = fopen(out_path, "w");
+    FILE *f = open_out("rvv_memtrace");
     if (!f) {
-        qemu_plugin_outs("rvv_memtrace: cannot open the out= file\n");
         return;
     }
     fprintf(f, "rvv-memtrace 1 %s\n", target);
@@ -354,12 +308,7 @@ static void write_trace(qemu_plugin_id_t id, void *udata)
         fprintf(f, "cache %u %u %u %u %u\n", l1.sets, l1.ways, l2.sets, l2.ways, line_bytes);
     }
     for (Block *b = blocks; b; b = b->next) {
-        qemu_plugin_u64 counter = {b->execs, 0};
-        fprintf(f, "tb %" PRIx64 " %u %" PRIu64 " 0 0 0 ", b->vaddr, b->n_insns, qemu_plugin_u64_sum(counter));
-        for (uint32_t i = 0; i < b->head_len; i++) {
-            fprintf(f, "%02x", b->head[i]);
-        }
-        fputc('\n', f);
+        block_write(f, b);
     }
     for (Insn *r = insns; r; r = r->next) {
         if (r->accesses) {

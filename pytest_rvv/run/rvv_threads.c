@@ -14,74 +14,34 @@
  *   tv <vaddr> <vcpu> <execs>                                            (one per vCPU that ran the block)
  * Python (pytest_rvv.measure.threads) attributes the blocks to dispatches, thread by thread.
  */
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "qemu_plugin_api.h"
+#include "rvv_blocks.h"
 
 PLUGIN_EXPORT int qemu_plugin_version = 3;
-
-enum { HEAD = 16 };
-
-typedef struct Block {
-    uint64_t vaddr;
-    uint32_t n_insns;
-    uint8_t head[HEAD];
-    uint32_t head_len;
-    struct qemu_plugin_scoreboard *execs;
-    struct Block *next;
-} Block;
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static Block *blocks;
-static const char *out_path;
-static char target[32];
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
-    Block *b = calloc(1, sizeof(*b));
-    b->vaddr = qemu_plugin_tb_vaddr(tb);
-    b->n_insns = qemu_plugin_tb_n_insns(tb);
-    b->execs = qemu_plugin_scoreboard_new(sizeof(uint64_t));
-    for (size_t i = 0; i < b->n_insns && b->head_len < HEAD; i++) {
-        uint8_t bytes[HEAD] = {0};
-        size_t size = qemu_plugin_insn_data(qemu_plugin_tb_get_insn(tb, i), bytes, sizeof(bytes));
-        if (b->head_len + size > HEAD) {
-            break;
-        }
-        memcpy(b->head + b->head_len, bytes, size);
-        b->head_len += size;
+    Block *b = block_new(tb);
+    uint8_t bytes[HEAD];
+    for (size_t i = 0; i < b->n_insns && !b->head_full; i++) {
+        block_take(b, qemu_plugin_tb_get_insn(tb, i), bytes);
     }
-    qemu_plugin_u64 counter = {b->execs, 0};
-    qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64, counter, 1);
-    pthread_mutex_lock(&lock);
-    b->next = blocks;
-    blocks = b;
-    pthread_mutex_unlock(&lock);
+    block_keep(b, tb);
 }
 
 static void write_counts(qemu_plugin_id_t id, void *udata)
 {
     (void)id;
     (void)udata;
-    FILE *f = fopen(out_path, "w");
+    FILE *f = open_out("rvv_threads");
     if (!f) {
-        qemu_plugin_outs("rvv_threads: cannot open the out= file\n");
         return;
     }
     int vcpus = qemu_plugin_num_vcpus();
     fprintf(f, "rvv-threads 1 %s\nvcpus %d\n", target, vcpus);
     for (Block *b = blocks; b; b = b->next) {
-        qemu_plugin_u64 counter = {b->execs, 0};
-        fprintf(f, "tb %" PRIx64 " %u %" PRIu64 " 0 0 0 ", b->vaddr, b->n_insns, qemu_plugin_u64_sum(counter));
-        for (uint32_t i = 0; i < b->head_len; i++) {
-            fprintf(f, "%02x", b->head[i]);
-        }
-        fputc('\n', f);
+        block_write(f, b);
         for (int cpu = 0; cpu < vcpus; cpu++) {
             uint64_t *execs = qemu_plugin_scoreboard_find(b->execs, cpu);
             if (*execs) {
