@@ -206,7 +206,7 @@ def test_under_v_the_tables_appear(recorded):
     result.stdout.fnmatch_lines([
         "*- rvv agreement with onnxruntime (max abs error) -*", "model * rv64gc * rv64gcv-zvl256b", "mlp *",
         "*- rvv performance (Table 1) -*",
-        "| Model | Target | work per call (M instr) | work vs rv64gc | est. X60 ms |*", "| mlp | rv64gc |*",
+        "| Model | Target | work per call (M instr) | work vs rv64gc | est. X60 ms per call |*", "| mlp | rv64gc |*",
         "*- rvv vectorization -*", "mlp @ rv64gc: */* instructions executed in dispatches vector (*%)",
         "*- rvv summary -*", "performance: 2 model x target cells measured (Table 1: above)"])
 

@@ -51,7 +51,7 @@ def _speedup(rows: dict[tuple[str, str], PerfResult], model: str, target: str) -
     record = rows.get((model, target))
     base_record = next((r for (m, t), r in rows.items() if m == model and _board(r) == _board(record)
                         and (t == "rv64gc" or t.endswith("-rv64gc"))), None)
-    if not (target.startswith("rv64") or _board(record)) or base_record is None:
+    if not (target.startswith("rv64") or _board(record)) or base_record is None or base_record is record:
         return "-"
     base = base_record.metrics.get(WALL_S_MIN)
     now = _metric(rows, model, target, WALL_S_MIN)
@@ -79,8 +79,10 @@ def _cores(rows: dict[tuple[str, str], PerfResult]) -> list[Core]:
 
 
 def _estimate(rows: dict[tuple[str, str], PerfResult], model: str, target: str, core: Core) -> float | None:
-    """Estimated time on ``core`` in ms (cycles / clock), or millions of cycles when the core has no clock."""
-    cycles = _metric(rows, model, target, silicon_metric(core.name))
+    """Estimated time of one call on ``core`` (the module load's left out, as the work is) in ms (cycles / clock), or
+    millions of cycles when the core has no clock."""
+    record = rows.get((model, target))
+    cycles = record.per_call_cycles(core.name) if record is not None else None
     if cycles is None:
         return None
     return cycles / (core.ghz * 1e6) if core.ghz else cycles / 1e6
@@ -136,7 +138,7 @@ def table_one(rows: dict[tuple[str, str], PerfResult]) -> list[str]:
     header = ["Model", "Target", "work per call (M instr)", "work vs rv64gc"]
     for core in estimated:
         unit = "ms" if core.ghz else "Mcycles"
-        header += [f"est. {core.label} {unit}", f"est. speedup vs rv64gc on {core.label}"]
+        header += [f"est. {core.label} {unit} per call", f"est. speedup vs rv64gc on {core.label}"]
     header += [wall_header(core, walls[core.name]) for core in cores if core.name in walls]
     header += ["static vector instr", "executed vector %", "QEMU time (min s)", "QEMU speedup vs rv64gc",
                "Mem (peak RSS MB)"]
