@@ -58,8 +58,9 @@ def test_table_one_leads_with_work_and_the_estimate_and_labels_emulated_time_aft
     measured = {r["target"]: r["metrics"] for r in json.loads((report / "performance.json").read_text())}
     scalar, vector = (measured[t]["executed_per_call_instructions"] for t in ("rv64gc", "rv64gcv-zvl256b"))
     row = rows[("mlp", "rv64gcv-zvl256b")]
-    assert row["work per call (M instr)"] == f"{vector / 1e6:.2f}"
-    assert row["work vs rv64gc"] == f"{vector / scalar:.2f}x"
+    # shown to two decimals, or two significant digits below 0.1
+    assert float(row["work per call (M instr)"]) == pytest.approx(vector / 1e6, rel=0.05)
+    assert float(row["work vs rv64gc"].removesuffix("x")) == pytest.approx(vector / scalar, rel=0.05)
     assert row["QEMU speedup vs rv64gc"].endswith("x") and rows[("mlp", "rv64gc")]["work vs rv64gc"] == "-"
     assert MARK not in result.stdout.str()  # mlp's f32 code runs no vmacc.vv at m4 or m8: nothing marked
     result.stdout.fnmatch_lines(["QEMU time and QEMU speedup are emulated: QEMU's time is not silicon time*"])
@@ -71,8 +72,7 @@ def test_table_one_leads_with_work_and_the_estimate_and_labels_emulated_time_aft
     page = (report / "index.html").read_text()
     shown = re.findall(r"<h3>([^<]*)</h3><img", page)
     assert shown[0].startswith("Executed work and estimated speedup vs rv64gc")
-    assert shown.index("Emulated speedup vs rv64gc (QEMU time: not silicon time, it inverts the truth for vector "
-                       "code)") > shown.index("Static vector share per model x target (%)")
+    assert shown[-1] == "Emulated speedup vs rv64gc (QEMU time: not silicon time, it inverts the truth for vector code)"
     table = page[page.index('id="table-one"'):page.index("</table>", page.index('id="table-one"'))]
     assert re.findall(r"<th>([^<]*)</th>", table) == header
     document = json.loads((report / "results.json").read_text())

@@ -95,7 +95,12 @@ def _silicon_ratio(rows: dict[tuple[str, str], PerfResult], model: str, target: 
 
 
 def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+    return "-" if value is None else f"{_figure(value)}x"
+
+
+def _figure(value: float) -> str:
+    """Two decimals, or two significant digits below 0.1 (a small model's work or estimate is not 0.00)."""
+    return f"{value:.2f}" if abs(value) >= 0.1 or value == 0 else f"{value:.2g}"
 
 
 CAVEAT = "\u2020"  # marks an estimate resting on an instruction LLVM's model of the core is known to get wrong
@@ -150,10 +155,10 @@ def table_one(rows: dict[tuple[str, str], PerfResult]) -> list[str]:
         m = record.metrics
         work = _work(rows, model, target)
         cells = [model, f"{target} on board {_board(record)}" if _board(record) else target,
-                 "-" if work is None else f"{work / 1e6:.2f}", _x(_work_ratio(rows, model, target))]
+                 "-" if work is None else _figure(work / 1e6), _x(_work_ratio(rows, model, target))]
         for core in estimated:
             estimate = _estimate(rows, model, target, core)
-            cells += ["-" if estimate is None else f"{estimate:.2f}{_marked(record, core)}",
+            cells += ["-" if estimate is None else f"{_figure(estimate)}{_marked(record, core)}",
                       _x(_silicon_ratio(rows, model, target, core))]
         cells += [wall_cell(record, core.name, walls[core.name], _marked(record, core))
                   for core in cores if core.name in walls]
