@@ -455,18 +455,17 @@ def speedup_figure(plt: Any, rows: dict[tuple[str, str], PerfResult]) -> Any:
     1: less work) and, per estimated core, the estimated speedup (above 1: faster); one panel each."""
     models = sorted({m for m, _ in rows})
     vector_targets = sorted({t for _, t in rows if t.startswith("rv64") and t != "rv64gc"})
-    panels: list[tuple[str, Any]] = [("executed work per call / rv64gc's (below 1: less work)",
-                                      lambda m, t: _work_ratio(rows, m, t))]
-    panels += [(f"est. speedup vs rv64gc on {core.label} (above 1: faster)",
+    panels: list[tuple[str, str, Any]] = [("executed work per call / rv64gc's (below 1: less work)", "work / rv64gc",
+                                           lambda m, t: _work_ratio(rows, m, t))]
+    panels += [(f"est. speedup vs rv64gc on {core.label}, one call (above 1: faster)", "est. speedup",
                 functools.partial(lambda m, t, core: _silicon_ratio(rows, m, t, core), core=core))
                for core in _cores(rows)]
-    panels = [(label, value) for label, value in panels
-              if any(value(m, t) for m in models for t in vector_targets)] or panels[:1]
+    panels = [panel for panel in panels if any(panel[2](m, t) for m in models for t in vector_targets)] or panels[:1]
     fig, axes = plt.subplots(len(panels), 1, figsize=(max(6, len(models) * 0.9), 2.6 * len(panels) + 0.6),
                              squeeze=False)
     width = 0.8 / max(len(vector_targets), 1)
     plotted = False
-    for ax, (label, value) in zip(axes[:, 0], panels, strict=True):
+    for ax, (title, label, value) in zip(axes[:, 0], panels, strict=True):
         for i, target in enumerate(vector_targets):
             values = [value(model, target) or 0.0 for model in models]
             plotted |= any(values)
@@ -474,7 +473,8 @@ def speedup_figure(plt: Any, rows: dict[tuple[str, str], PerfResult]) -> Any:
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_xticks([x + width * (len(vector_targets) - 1) / 2 for x in range(len(models))], models, rotation=30,
                       ha="right")
-        ax.set_ylabel(label, fontsize="small")
+        ax.set_title(title, fontsize="medium")
+        ax.set_ylabel(label)
         if vector_targets:
             ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if not plotted:
