@@ -262,12 +262,13 @@ def microkernel_table(rows: dict[tuple[str, str], PerfResult], pairs: list[tuple
             values = [((a.get(MICROKERNEL_WORK[1]), b.get(MICROKERNEL_WORK[1])), MICROKERNEL_WORK[2], ("", ""))]
             values += [(tuple(r.per_call_cycles(c.name) for r in records), 1e6,
                         tuple(_marked(r, c) for r in records)) for c in estimated]
-            values += [(tuple(_wall_ms(r, c.name, t) for r in records), 1, tuple(_marked(r, c) for r in records))
-                       for c, t in walled]
+            values += [(tuple(_wall_ms(r, c.name, t) for r in records), None,  # ms to the microsecond, as Table 1
+                        tuple(_marked(r, c) for r in records)) for c, t in walled]
             values += [((a.get(metric), b.get(metric)) if metric else (_static_share(a), _static_share(b)), scale,
                         ("", "")) for _, metric, scale in MICROKERNEL_METRICS]
             for (before, after), scale, marks in values:
-                shown = [("-" if v is None else (f"{v / scale:.2f}" if scale else f"{v:.1f}") + mark)
+                shown = [("-" if v is None else (f"{v:.3f}" if scale is None else f"{v / scale:.2f}" if scale
+                                                 else f"{v:.1f}") + mark)
                          for v, mark in zip((before, after), marks, strict=True)]
                 ratio = f"{after / before:.2f}x" if before and after is not None else "-"
                 cells += [" -> ".join(shown), ratio]
