@@ -129,6 +129,12 @@ def test_an_estimate_resting_on_vmacc_at_m4_is_marked_in_its_row(kernel_project,
                                  "(mm-i8-64x64x64 on rv64gcv-zvl256b, * % of its est.; mm-i8-64x64x64 on "
                                  "rv64gcv-zvl256b-dt, * % of its est.): LLVM 22's X60 model gives vmacc.vv 16 cycles "
                                  "of latency at m4 (rvv-bench: *), so integer MAC chains at m4 are estimated 2x slow."])
+    # the path table leads with the same: work per call, est. cycles, est. wall per thread count, marked alike
+    result.stdout.fnmatch_lines(["| Model | default -> microkernel | executed per call (M) | ratio | est. X60 Mcycles "
+                                 "per call | ratio | est. X60 wall ms, 1 thread | ratio | est. X60 wall ms, 8 threads "
+                                 "| ratio | executed once, at load (M) |*",
+                                 f"| mm-i8-64x64x64 | rv64gcv-zvl256b -> rv64gcv-zvl256b-mmt4d | * | *x | *{MARK} -> "
+                                 "* |*"])
     document = json.loads((report / "results.json").read_text())
     jsonschema.validate(document, schema())
     caveats = {c["target"]: c["caveats"] for c in document["cell_estimates"] if "caveats" in c}
