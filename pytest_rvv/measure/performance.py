@@ -267,8 +267,9 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
         result.toolchain["llvm_mca"] = found.llvm_mca
     if result.silicon and executed.run.counts is not None:  # an estimate resting on a known error of LLVM's model
         totals = {name: sum(dispatches.values()) for name, dispatches in result.silicon.items()}
-        result.caveats = model_caveats(executed.counts, executed.run.counts, cell.artifact.executables,
-                                       cell.target.arch, cell.target.cores(), totals, cell.store)
+        with cell.stages.time("estimate"):
+            result.caveats = model_caveats(executed.counts, executed.run.counts, cell.artifact.executables,
+                                           cell.target.arch, cell.target.cores(), totals, cell.store)
     if one_time:  # the per-call estimate is the run's less the load's (the same blocks, estimated once)
         result.silicon_one_time = {name: found.total for name, found in _estimates(cell, loaded, []).items()}
 
