@@ -152,3 +152,13 @@ def test_a_result_without_caveats_writes_none():
     assert "caveats" not in plain.to_json()
     marked = PerfResult("m", "t", caveats={"spacemit-x60": [{"instruction": "vmacc.vv at m8", "executed": 1}]})
     assert PerfResult.from_json(marked.to_json()).caveats == marked.caveats
+
+
+def test_the_marks_come_from_the_estimators_known_errors_at_each_lmul():
+    """measure/calibration.py's MODEL_ERRORS is the one list: each entry is looked for at its LMUL, whatever the SEW."""
+    from pytest_rvv.measure.caveats import model_errors
+    from pytest_rvv.measure.calibration import MODEL_ERRORS
+
+    found = {(e.core, e.mnemonic, e.lmul): e.reason for e in model_errors()}
+    assert found == {("spacemit-x60", "vmacc.vv", "m4"): MODEL_ERRORS[("spacemit-x60", "vmacc.vv-e32m4")],
+                     ("spacemit-x60", "vmacc.vv", "m8"): MODEL_ERRORS[("spacemit-x60", "vmacc.vv-e32m8")]}
