@@ -156,8 +156,8 @@ def test_a_result_without_caveats_writes_none():
 
 def test_the_marks_come_from_the_estimators_known_errors_at_each_lmul():
     """measure/calibration.py's MODEL_ERRORS is the one list: each entry is looked for at its LMUL, whatever the SEW."""
-    from pytest_rvv.measure.caveats import model_errors
     from pytest_rvv.measure.calibration import MODEL_ERRORS
+    from pytest_rvv.measure.caveats import model_errors
 
     found = {(e.core, e.mnemonic, e.lmul): e.reason for e in model_errors()}
     assert found == {("spacemit-x60", "vmacc.vv", "m4"): MODEL_ERRORS[("spacemit-x60", "vmacc.vv-e32m4")],
