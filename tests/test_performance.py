@@ -60,9 +60,10 @@ def test_workers_hand_results_to_the_controller_which_writes_each_baseline_once(
     assert {"wall_s_min", "cpu_s_min", "compile_s"} == set(rv_times["metrics"]) - {"wall_s_median", "cpu_s_median"}
     assert rv["toolchain"]["iree_compile"].startswith("IREE compiler version")
     assert "/" not in rv["toolchain"]["runtime"]  # no machine's paths in a portable baseline
-    result.stdout.fnmatch_lines(["| Model | Target | Time (min s) | Mem (peak RSS MB) | static vector instr "
-                                 "| executed vector % | speedup vs rv64gc | est. X60 ms | est. speedup vs rv64gc on "
-                                 "X60 | est. X280 Mcycles | *"])
+    result.stdout.fnmatch_lines(["| Model | Target | work per call (M instr) | work vs rv64gc | est. X60 ms per call | "
+                                 "est. speedup vs rv64gc on X60 | est. X280 Mcycles per call | * | static vector "
+                                 "instr | executed vector % | QEMU time (min s) | QEMU speedup vs rv64gc | Mem (peak "
+                                 "RSS MB) |"])
     assert {"est_cycles@spacemit-x60", "est_cycles@sifive-x280", "est_cycles@sifive-p670"} <= set(rv["metrics"])
     assert rv["toolchain"]["llvm_mca"].startswith("LLVM version 22.")
     assert sum(rv["silicon"]["spacemit-x60"].values()) == rv["metrics"]["est_cycles@spacemit-x60"]

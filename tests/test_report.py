@@ -197,7 +197,7 @@ def test_a_passing_run_fits_one_screen_with_its_expected_failures_by_cause_and_w
     written = recorded(f"--rvv-report={report}")
     assert written.ret == 0 and len(written.outlines) <= SCREEN, written.stdout.str()
     written.stdout.fnmatch_lines([f"report: {report / 'index.html'} and results.json (* KiB, written in * s)",
-                                  f"report: {report}: performance.json, performance.md and 5 plots"])
+                                  f"report: {report}: performance.json, performance.md and 6 plots"])
 
 
 def test_under_v_the_tables_appear(recorded):
@@ -205,7 +205,8 @@ def test_under_v_the_tables_appear(recorded):
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
         "*- rvv agreement with onnxruntime (max abs error) -*", "model * rv64gc * rv64gcv-zvl256b", "mlp *",
-        "*- rvv performance (Table 1) -*", "| Model | Target | Time (min s) |*", "| mlp | rv64gc |*",
+        "*- rvv performance (Table 1) -*",
+        "| Model | Target | work per call (M instr) | work vs rv64gc | est. X60 ms per call |*", "| mlp | rv64gc |*",
         "*- rvv vectorization -*", "mlp @ rv64gc: */* instructions executed in dispatches vector (*%)",
         "*- rvv summary -*", "performance: 2 model x target cells measured (Table 1: above)"])
 

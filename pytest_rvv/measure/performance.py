@@ -15,6 +15,7 @@ from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
 from pytest_rvv.config.cores import Core, WallRequest
 from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import CheckedRun, compare
+from pytest_rvv.measure.caveats import model_caveats
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
 from pytest_rvv.measure.metrics import (
     COMPILE_S,
@@ -87,6 +88,9 @@ class PerfResult:
     traffic: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     # core -> threads -> the estimated wall time of one call (WALL_FIGURES; the kernel suite's cells)
     wall: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # core -> the instructions LLVM's model of it is known to get wrong that the estimated code executes
+    # (measure/caveats.py: instruction, SEWs, executed, dispatches, share of the estimate, reason)
+    caveats: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     board: dict[str, Any] | None = None  # the board (as a machine) the run-side metrics come from
     calibration: CalibrationPoint | None = None  # that machine's core: its estimate beside the measured time
@@ -100,7 +104,8 @@ class PerfResult:
                 | ({"board": self.board} if self.board else {}) | ({"watched": self.watched} if self.watched else {})
                 | ({"one_time": self.one_time, "silicon_one_time": self.silicon_one_time} if self.one_time else {})
                 | ({"calibration": self.calibration.to_json()} if self.calibration else {})
-                | ({"traffic": self.traffic} if self.traffic else {}) | ({"wall": self.wall} if self.wall else {}))
+                | ({"traffic": self.traffic} if self.traffic else {}) | ({"wall": self.wall} if self.wall else {})
+                | ({"caveats": self.caveats} if self.caveats else {}))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PerfResult:
@@ -109,7 +114,7 @@ class PerfResult:
         return cls(data["model"], data["target"], data["toolchain"], data["metrics"], data["samples"],
                    silicon=data.get("silicon", {}), watched=data.get("watched", {}), one_time=data.get("one_time", {}),
                    silicon_one_time=data.get("silicon_one_time", {}), board=data.get("board"),
-                   traffic=data.get("traffic", {}), wall=data.get("wall", {}),
+                   traffic=data.get("traffic", {}), wall=data.get("wall", {}), caveats=data.get("caveats", {}),
                    calibration=CalibrationPoint.from_json(calibration) if calibration else None)
 
     @property
@@ -260,6 +265,11 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
         result.metrics[silicon_metric(name)] = found.total
         result.silicon[name] = found.dispatches
         result.toolchain["llvm_mca"] = found.llvm_mca
+    if result.silicon and executed.run.counts is not None:  # an estimate resting on a known error of LLVM's model
+        totals = {name: sum(dispatches.values()) for name, dispatches in result.silicon.items()}
+        with cell.stages.time("estimate"):
+            result.caveats = model_caveats(executed.counts, executed.run.counts, cell.artifact.executables,
+                                           cell.target.arch, cell.target.cores(), totals, cell.store)
     if one_time:  # the per-call estimate is the run's less the load's (the same blocks, estimated once)
         result.silicon_one_time = {name: found.total for name, found in _estimates(cell, loaded, []).items()}
 

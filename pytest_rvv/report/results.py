@@ -13,6 +13,11 @@
                     "llvm_mca"}],                               # when the estimator's tests ran
      "silicon_runs": [{"model", "target", "machine", "core", "estimated_s", "measured_s", "ratio"}],
                                                                 # cells judged from a bundle run on a known core
+     "cell_estimates": [{"model", "target", "wall": {core: {threads: {"seconds", "bound_by"}}},
+                         "caveats": {core: [{"instruction", "measured_at", "sews", "executed", "dispatches",
+                                             "share_percent", "reason"}]}}],
+                                                                # cells with an est. wall time (Table 1's columns)
+                                                                # or an estimate LLVM's model is known to get wrong
      "peers": [{"model", "target", "toolchain", "peer", "iree": {...}, "onnxruntime": {...}, "ratio",
                 "notes"}],                                      # --rvv-peers: IREE beside ONNX Runtime, per call
      "peers_published": [{"model", "source", "measured", "iree_ms", "onnxruntime_ms", "measured_ratio", "ours",
@@ -76,6 +81,11 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
                for (model, target), record in sorted(perf.items()) if record.calibration]
     if silicon:  # runs on silicon (a bundle's results) beside the estimate for that machine's core
         document["silicon_runs"] = silicon
+    estimates = [{"model": model, "target": target} | ({"wall": record.wall} if record.wall else {})
+                 | ({"caveats": record.caveats} if record.caveats else {})
+                 for (model, target), record in sorted(perf.items()) if record.wall or record.caveats]
+    if estimates:  # Table 1's est. wall time per thread count and its marks (measure/walltime.py, measure/caveats.py)
+        document["cell_estimates"] = estimates
     if kernels or kernel_changes:
         document["kernels"] = {"dashboard": kernels or [], "calibration": calibration(kernels or [])}
     if estimator:  # the silicon estimator against published instruction timings (suites/performance/test_estimator.py)

@@ -1,0 +1,164 @@
+"""Table 1 leads with what holds on silicon: executed work per call and the estimates (in-core, and the wall time per
+thread count where measured); emulated time comes after, labelled QEMU; an estimate resting on an instruction LLVM's
+model of the core is known to get wrong is marked in its row. Real iree-compile, QEMU and llvm-mca runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import jsonschema
+import pytest
+
+from pytest_rvv.measure.performance import PerfResult
+from pytest_rvv.report.results import schema
+
+from .conftest import SUITE_COPY_IGNORE, SUITES
+
+CELLS = ("performance/test_performance.py", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b",
+         "--update-baselines", "--rvv-machine=box", "-v")  # -v: Table 1
+MARK = "\u2020"
+
+
+@pytest.fixture
+def performance_project(project):
+    project.write(suite=False)
+    shutil.copytree(SUITES / "performance", project.path / "performance", ignore=SUITE_COPY_IGNORE)
+    return project
+
+
+def table_one(text: str) -> tuple[list[str], dict[tuple[str, str], dict[str, str]]]:
+    """Table 1's header and its rows by (model, target), column -> cell, from a -v run's output or performance.md."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Model | Target | work per call"))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[(cells[0], cells[1])] = dict(zip(header, cells, strict=True))
+    return header, rows
+
+
+def test_table_one_leads_with_work_and_the_estimate_and_labels_emulated_time_after_them(performance_project,
+                                                                                         tmp_path):
+    report = tmp_path / "report"
+    result = performance_project.run(*CELLS, f"--rvv-report={report}")
+    result.assert_outcomes(passed=2)
+    header, rows = table_one(result.stdout.str())
+    assert header[:6] == ["Model", "Target", "work per call (M instr)", "work vs rv64gc", "est. X60 ms per call",
+                          "est. speedup vs rv64gc on X60"]
+    # the emulated columns come after every estimate and say they are QEMU's; no unlabelled speedup is left
+    emulated = header.index("QEMU speedup vs rv64gc")
+    assert header.index("QEMU time (min s)") == emulated - 1
+    assert all(i < emulated for i, h in enumerate(header) if h.startswith("est."))
+    assert "speedup vs rv64gc" not in header and not any("wall" in h for h in header)  # no wall time measured
+    measured = {r["target"]: r["metrics"] for r in json.loads((report / "performance.json").read_text())}
+    scalar, vector = (measured[t]["executed_per_call_instructions"] for t in ("rv64gc", "rv64gcv-zvl256b"))
+    row = rows[("mlp", "rv64gcv-zvl256b")]
+    # shown to two decimals, or two significant digits below 0.1
+    assert float(row["work per call (M instr)"]) == pytest.approx(vector / 1e6, rel=0.05)
+    assert float(row["work vs rv64gc"].removesuffix("x")) == pytest.approx(vector / scalar, rel=0.05)
+    assert row["QEMU speedup vs rv64gc"].endswith("x") and rows[("mlp", "rv64gc")]["work vs rv64gc"] == "-"
+    assert MARK not in result.stdout.str()  # mlp's f32 code runs no vmacc.vv at m4 or m8: nothing marked
+    result.stdout.fnmatch_lines(["QEMU time and QEMU speedup are emulated: QEMU's time is not silicon time*"])
+    # the same columns in performance.md and on the page; the first plot is what holds on silicon, emulation last
+    markdown = (report / "performance.md").read_text()
+    assert table_one(markdown)[0] == header
+    plots = re.findall(r"!\[[^]]*\]\((\w+\.png)\)", markdown)
+    assert plots[0] == "speedup.png" and plots[-1] == "speedup_emulated.png" and plots.index("time.png") > 2
+    page = (report / "index.html").read_text()
+    shown = re.findall(r"<h3>([^<]*)</h3><img", page)
+    assert shown[0].startswith("Executed work and estimated speedup vs rv64gc")
+    assert shown[-1] == "Emulated speedup vs rv64gc (QEMU time: not silicon time, it inverts the truth for vector code)"
+    table = page[page.index('id="table-one"'):page.index("</table>", page.index('id="table-one"'))]
+    assert re.findall(r"<th>([^<]*)</th>", table) == header
+    document = json.loads((report / "results.json").read_text())
+    jsonschema.validate(document, schema())
+    assert "cell_estimates" not in document
+
+
+def test_a_wall_time_column_appears_only_when_measured(performance_project, tmp_path):
+    """--rvv-wall-time=x60:1,4: Table 1 gains one column of est. X60 wall ms at 1 / 4 threads and what bounds them,
+    after the in-core estimate and before the vector counts; results.json carries them per cell."""
+    report = tmp_path / "report"
+    result = performance_project.run(*CELLS, "--rvv-wall-time=x60:1,4", f"--rvv-report={report}")
+    result.assert_outcomes(passed=2)
+    header, rows = table_one(result.stdout.str())
+    column = "est. X60 wall ms, 1 / 4 threads (bound by)"
+    in_core = [i for i, h in enumerate(header) if h.startswith("est.") and "wall" not in h]
+    assert header.index(column) == in_core[-1] + 1
+    assert header.index(column) < header.index("static vector instr")
+    wall = {r["target"]: r["wall"]["spacemit-x60"] for r in json.loads((report / "performance.json").read_text())}
+    for target in ("rv64gc", "rv64gcv-zvl256b"):
+        one, four = (wall[target][t] for t in ("1", "4"))
+        bounds = " / ".join(dict.fromkeys((one["bound_by"], four["bound_by"])))
+        assert rows[("mlp", target)][column] == f"{one['seconds'] * 1e3:.3f} / {four['seconds'] * 1e3:.3f} ({bounds})"
+    result.stdout.fnmatch_lines(["est. wall ms = one call's in-core estimate plus stalls*"])
+    document = json.loads((report / "results.json").read_text())
+    jsonschema.validate(document, schema())
+    assert {(c["model"], c["target"]): c["wall"] for c in document["cell_estimates"]} == {
+        ("mlp", t): {"spacemit-x60": w} for t, w in wall.items()}
+
+
+@pytest.fixture
+def kernel_project(project):
+    project.write(models=("gemm",), suite=False)
+    shutil.copytree(SUITES / "kernels", project.path / "kernels", ignore=shutil.ignore_patterns("__pycache__",
+                                                                                                  "__snapshots__"))
+    return project
+
+
+def test_an_estimate_resting_on_vmacc_at_m4_is_marked_in_its_row(kernel_project, tmp_path):
+    """i8 64x64x64's default and data-tiled paths multiply-accumulate with vmacc.vv at e32,m4, whose latency LLVM
+    22's X60 model gets 2x wrong (measure/calibration.py): their X60 estimates carry the mark and a legend names the
+    instruction and the measured error; mmt4d, inner-tiled and ukernels=all run no such instruction and are not
+    marked. Every 64^3 i8 MAC is in one at VLEN 256 (32 lanes of e32,m4): 64^3 / 32 executions."""
+    report = tmp_path / "report"
+    result = kernel_project.run("kernels", "--rvv-kernels=64x64x64,i8", "-v", f"--rvv-report={report}")
+    assert result.ret == 0, result.stdout.str()
+    _, rows = table_one(result.stdout.str())
+    marked = {target for (_, target), row in rows.items() if row["est. X60 ms per call"].endswith(MARK)}
+    assert marked == {"rv64gcv-zvl256b", "rv64gcv-zvl256b-dt"}, rows
+    for target in marked:  # the est. wall time rests on the same in-core cycles
+        assert re.fullmatch(rf"[\d.]+ / [\d.]+{MARK} \(.*\)", rows[("mm-i8-64x64x64", target)][
+            "est. X60 wall ms, 1 / 8 threads (bound by)"])
+    result.stdout.fnmatch_lines([f"{MARK} est. X60 rests on vmacc.vv at m4, which LLVM's model gets wrong, in 2 cells "
+                                 "(mm-i8-64x64x64 on rv64gcv-zvl256b, * % of its est.; mm-i8-64x64x64 on "
+                                 "rv64gcv-zvl256b-dt, * % of its est.): LLVM 22's X60 model gives vmacc.vv 16 cycles "
+                                 "of latency at m4 (rvv-bench: *), so integer MAC chains at m4 are estimated 2x slow."])
+    # the path table leads with the same: work per call, est. cycles, est. wall per thread count, marked alike
+    result.stdout.fnmatch_lines(["| Model | default -> microkernel | executed per call (M) | ratio | est. X60 Mcycles "
+                                 "per call | ratio | est. X60 wall ms, 1 thread | ratio | est. X60 wall ms, 8 threads "
+                                 "| ratio | executed once, at load (M) |*",
+                                 f"| mm-i8-64x64x64 | rv64gcv-zvl256b -> rv64gcv-zvl256b-mmt4d | * | *x | *{MARK} -> "
+                                 "* |*"])
+    document = json.loads((report / "results.json").read_text())
+    jsonschema.validate(document, schema())
+    caveats = {c["target"]: c["caveats"] for c in document["cell_estimates"] if "caveats" in c}
+    assert set(caveats) == marked
+    (found,) = caveats["rv64gcv-zvl256b"]["spacemit-x60"]
+    assert found["instruction"] == "vmacc.vv at m4" and found["sews"] == ["32"]
+    assert found["executed"] == 64 ** 3 // (256 * 4 // 32)
+    assert [d for d in found["dispatches"] if "matmul" in d] == found["dispatches"]
+    assert 0 < found["share_percent"] < 100
+
+
+def test_a_result_without_caveats_writes_none():
+    """The caveats are written only when there are some (no baseline or snapshot changes), and read back."""
+    plain = PerfResult("m", "t")
+    assert "caveats" not in plain.to_json()
+    marked = PerfResult("m", "t", caveats={"spacemit-x60": [{"instruction": "vmacc.vv at m8", "executed": 1}]})
+    assert PerfResult.from_json(marked.to_json()).caveats == marked.caveats
+
+
+def test_the_marks_come_from_the_estimators_known_errors_at_each_lmul():
+    """measure/calibration.py's MODEL_ERRORS is the one list: each entry is looked for at its LMUL, whatever the SEW."""
+    from pytest_rvv.measure.calibration import MODEL_ERRORS
+    from pytest_rvv.measure.caveats import model_errors
+
+    found = {(e.core, e.mnemonic, e.lmul): e.reason for e in model_errors()}
+    assert found == {("spacemit-x60", "vmacc.vv", "m4"): MODEL_ERRORS[("spacemit-x60", "vmacc.vv-e32m4")],
+                     ("spacemit-x60", "vmacc.vv", "m8"): MODEL_ERRORS[("spacemit-x60", "vmacc.vv-e32m8")]}
