@@ -295,8 +295,11 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
             limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
+        # memory traffic on both sides where rvv_performance measures it: the kernel suite's cells, --rvv-wall-time
+        wall = KERNEL_WALL if request.node.get_closest_marker(KERNEL_CELLS) is not None else settings.wall_time
         comparison = compare_toolchains(rvv_session, reference, rvv_model, rvv_target, settings.perf_repeat,
-                                        limits, settings.added_work_percent, strict, settings.max_vector_share_drop)
+                                        limits, settings.added_work_percent, strict, settings.max_vector_share_drop,
+                                        wall)
         _judged(agreement_verdict(comparison.disagreement), record_property)
         record = comparison.summary()
         if request.config.getoption("rvv_report"):  # the report file holds every change and the whole asm diff

@@ -167,8 +167,11 @@ def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_
     result.stdout.fnmatch_lines([
         "*rvv kernel dashboard: one call, reference -> under test (most added work first)*",
         "| Verdict | Row | Shape | Path | Executed per call (k), reference -> under test | Est. spacemit-x60 "
-        "Mcycles per call | Path / default est., reference -> under test |",
-        "|---|---|---|---|---|---|---|", "| * | f32 | 64x64x64 | * | * -> * | * -> * | *x -> *x |"])
+        "Mcycles per call | Path / default est., reference -> under test | DRAM KiB per call (spacemit-x60 caches) |",
+        "|---|---|---|---|---|---|---|---|", "| * | f32 | 64x64x64 | * | * -> * | * -> * | *x -> *x | * -> * |"])
+    # both sides' memory traffic traced through the X60's caches, and judged per dispatch (judge/gate.py rule (g))
+    assert (report / "comparison.md").read_text().count("one call's modelled DRAM traffic on spacemit-x60's caches: ") \
+        == 5
     document = json.loads((report / "results.json").read_text())
     jsonschema.validate(document, schema())
     changes = document["kernels"]["comparison"]
@@ -179,6 +182,7 @@ def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_
     for c in changes:  # both sides really ran and were estimated; the default path is its own unit
         assert all(v > 0 for v in c["executed"] + c["est_cycles"])
         assert c["added_percent"] == round(100 * (c["executed"][1] - c["executed"][0]) / c["executed"][0], 2)
+        assert len(c["dram_bytes"]) == 2 and all(isinstance(v, int) and v >= 0 for v in c["dram_bytes"]), c
     assert next(c for c in changes if c["path"] == "default")["vs_default"] == [1.0, 1.0]
     assert "Kernels: one call, reference -&gt; under test" in (report / "index.html").read_text()
     assert "## Kernels: one call, reference -> under test" in (report / "comparison.md").read_text()
