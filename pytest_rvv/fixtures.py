@@ -13,7 +13,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
 from pytest_rvv.base.record import leave
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.repro import write_repro
@@ -203,7 +203,9 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             result.board = machine.as_json()
         if cell.runner is not None and (core := cell.runner.capabilities.core) is not None:
             estimate = applicable.portable.metrics.get(silicon_metric(core.name)) if applicable.portable else None
-            result.calibration = calibration_point(result, core, estimate)  # every silicon run calibrates
+            # every silicon run calibrates: the in-core estimate, and the est. wall time measured on an emulated twin
+            result.calibration = calibration_point(result, core, estimate, cell.runner.capabilities.threads,
+                                                   _emulated_twin(rvv_session, rvv_model, rvv_target, result))
         # memory traffic and est. wall time: always for the kernel suite's cells, for others on --rvv-wall-time
         if request.node.get_closest_marker(KERNEL_CELLS) is not None:
             add_traffic(cell, result, KERNEL_WALL)
@@ -224,6 +226,16 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         return result
 
     return check
+
+
+def _emulated_twin(session: RvvSession, model: Model, target: Target, result: PerfResult) -> Cell | None:
+    """The cell on an emulated runner of this machine (the same target and module) a silicon run's est. wall time is
+    measured on; None, and a note, when none can run it here."""
+    try:
+        return session.emulated(model, target)
+    except RvvError as exc:
+        result.notes.append(f"no emulated run of {target.name} here for the est. wall time: {str(exc).splitlines()[0]}")
+        return None
 
 
 @pytest.fixture(scope="session")

@@ -60,7 +60,7 @@ def comparison_lines(records: list[dict[str, Any]]) -> list[str]:
         top = "; ".join(f"{name} {before} -> {after} ({delta_text(before, after)})"
                         for name, before, after in record["dispatches"][:2])
         counts = f"{record['changed']} dispatches moved" + (f", {record['churn']} churn" if record["churn"] else "")
-        if (dram := record.get("dram")) and dram["per_call"]:
+        if (dram := record.get("dram")) and dram["per_call"] and any(dram["per_call"]):
             before, after = dram["per_call"]
             counts += f"; DRAM per call {bytes_text(before)} -> {bytes_text(after)} ({delta_text(before, after)})"
         if record.get("time"):
