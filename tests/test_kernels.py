@@ -234,6 +234,32 @@ def test_the_dashboard_shows_est_wall_ms_at_1_and_8_threads_and_what_bounds_it_w
     assert values["default est. wall ms 1 / 8 threads (bound by)"] == "-"
 
 
+def test_a_kernel_cell_measured_on_silicon_stands_in_the_calibration_view_beside_its_in_core_and_wall_estimates():
+    """A bundle's results of a published row's cells on an X60 (PerfResult.calibration): each path's measured ms, the
+    in-core estimate and the est. wall ms at the run's thread with what bounds it, each one's error, in a column of
+    the calibration table and in results.json's entry; without such runs the table has no such column."""
+    from pytest_rvv.measure.performance import CalibrationPoint, PerfResult
+    from pytest_rvv.report.kernels import calibration_table
+
+    chosen = kernels({}, "64x64x64,f32", BUILTIN_TARGETS)
+    runs = {"inner-tiled": CalibrationPoint("spacemit-x60", 0.0008, 0.001, 0.8, 1, 0.0011, "DRAM"),
+            "ukernels-all": CalibrationPoint("spacemit-x60", 0.002, 0.001, 2.0)}  # no est. wall: not estimated
+    records = {(c.model.name, c.target.name): PerfResult(c.model.name, c.target.name, calibration=runs.get(c.path))
+               for c in chosen.cells}
+    (row,) = calibration(dashboard(chosen.cells, records))
+    assert row["silicon_runs"] == [
+        {"core": "spacemit-x60", "threads": 1, "measured_ms": 1.0, "in_core_ms": 0.8, "in_core_error_percent": -20.0,
+         "wall_ms": 1.1, "bound_by": "DRAM", "wall_error_percent": 10.0},
+        {"core": "spacemit-x60", "threads": 1, "measured_ms": 1.0, "in_core_ms": 2.0, "in_core_error_percent": 100.0}]
+    header, _, line = calibration_table([row])
+    assert header.endswith("| On the machine that ran the bundle (same paths; its threads): measured, in-core est. "
+                           "and est. wall ms (bound by), each one's error |")
+    assert line.endswith("| measured 1 ms; in-core est. 0.8 ms (-20 %); est. wall 1.1 ms, bound by DRAM (+10 %) ; "
+                         "measured 1 ms; in-core est. 2 ms (+100 %); est. wall - |")
+    del row["silicon_runs"]
+    assert "the bundle" not in calibration_table([row])[0]
+
+
 def test_a_published_row_is_a_test_only_where_both_its_cells_are_selected():
     from pytest_rvv.report.kernels import PUBLISHED, WALL_MISSES, selected_published
 
