@@ -294,7 +294,8 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
     """Compare the toolchain under test with the reference (``--rvv-compare``) on this model x target.
 
     Fails, with the dispatch-level table, when the toolchain under test adds executed work beyond
-    ``--rvv-added-work`` (exact with ``--rvv-strict-baselines``), unless
+    ``--rvv-added-work`` (exact with ``--rvv-strict-baselines``), or a dispatch's modelled DRAM traffic grows as much
+    (kernel cells, and model cells with ``--rvv-wall-time``: both sides traced), unless
     ``--rvv-compare-report-only``; then writes a reproducer folder (``--rvv-repro=DIR``, else
     under the cache) and names it.
     """

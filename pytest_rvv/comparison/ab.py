@@ -290,7 +290,8 @@ def _traffic_changes(comparison: ToolchainComparison, reference: PerfResult, now
     when one was not (add_traffic's notes say why)."""
     moved = [r.traffic.get(core) for r in (reference, now)]
     if moved[0] is None or moved[1] is None:
-        comparison.notes.append(f"no DRAM traffic compared: {'; '.join(reference.notes + now.notes) or 'not traced'}")
+        why = [n for n in reference.notes + now.notes if n.startswith("no memory traffic")]
+        comparison.notes.append(f"no DRAM traffic compared: {'; '.join(why) or 'not traced'}")
         return
     assert comparison.gate is not None and reference.executed is not None and now.executed is not None
     sides = [{name: {"dram_bytes": figures["dram_bytes"],
