@@ -204,8 +204,8 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         if cell.runner is not None and (core := cell.runner.capabilities.core) is not None:
             estimate = applicable.portable.metrics.get(silicon_metric(core.name)) if applicable.portable else None
             # every silicon run calibrates: the in-core estimate, and the est. wall time measured on an emulated twin
-            result.calibration = calibration_point(result, core, estimate, cell.runner.capabilities.threads,
-                                                   _emulated_twin(rvv_session, rvv_model, rvv_target, result))
+            twin = _emulated_twin(rvv_session, rvv_model, rvv_target, result) if estimate else None
+            result.calibration = calibration_point(result, core, estimate, cell.runner.capabilities.threads, twin)
         # memory traffic and est. wall time: always for the kernel suite's cells, for others on --rvv-wall-time
         if request.node.get_closest_marker(KERNEL_CELLS) is not None:
             add_traffic(cell, result, KERNEL_WALL)
