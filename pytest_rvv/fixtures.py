@@ -13,7 +13,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, ToolMissing
+from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
 from pytest_rvv.base.record import leave
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.repro import write_repro
@@ -203,7 +203,9 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             result.board = machine.as_json()
         if cell.runner is not None and (core := cell.runner.capabilities.core) is not None:
             estimate = applicable.portable.metrics.get(silicon_metric(core.name)) if applicable.portable else None
-            result.calibration = calibration_point(result, core, estimate)  # every silicon run calibrates
+            # every silicon run calibrates: the in-core estimate, and the est. wall time measured on an emulated twin
+            twin = _emulated_twin(rvv_session, rvv_model, rvv_target, result) if estimate else None
+            result.calibration = calibration_point(result, core, estimate, cell.runner.capabilities.threads, twin)
         # memory traffic and est. wall time: always for the kernel suite's cells, for others on --rvv-wall-time
         if request.node.get_closest_marker(KERNEL_CELLS) is not None:
             add_traffic(cell, result, KERNEL_WALL)
@@ -224,6 +226,16 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         return result
 
     return check
+
+
+def _emulated_twin(session: RvvSession, model: Model, target: Target, result: PerfResult) -> Cell | None:
+    """The cell on an emulated runner of this machine (the same target and module) a silicon run's est. wall time is
+    measured on; None, and a note, when none can run it here."""
+    try:
+        return session.emulated(model, target)
+    except RvvError as exc:
+        result.notes.append(f"no emulated run of {target.name} here for the est. wall time: {str(exc).splitlines()[0]}")
+        return None
 
 
 @pytest.fixture(scope="session")
@@ -282,7 +294,8 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
     """Compare the toolchain under test with the reference (``--rvv-compare``) on this model x target.
 
     Fails, with the dispatch-level table, when the toolchain under test adds executed work beyond
-    ``--rvv-added-work`` (exact with ``--rvv-strict-baselines``), unless
+    ``--rvv-added-work`` (exact with ``--rvv-strict-baselines``), or a dispatch's modelled DRAM traffic grows as much
+    (kernel cells, and model cells with ``--rvv-wall-time``: both sides traced), unless
     ``--rvv-compare-report-only``; then writes a reproducer folder (``--rvv-repro=DIR``, else
     under the cache) and names it.
     """
@@ -295,8 +308,11 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
             limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
+        # memory traffic on both sides where rvv_performance measures it: the kernel suite's cells, --rvv-wall-time
+        wall = KERNEL_WALL if request.node.get_closest_marker(KERNEL_CELLS) is not None else settings.wall_time
         comparison = compare_toolchains(rvv_session, reference, rvv_model, rvv_target, settings.perf_repeat,
-                                        limits, settings.added_work_percent, strict, settings.max_vector_share_drop)
+                                        limits, settings.added_work_percent, strict, settings.max_vector_share_drop,
+                                        wall)
         _judged(agreement_verdict(comparison.disagreement), record_property)
         record = comparison.summary()
         if request.config.getoption("rvv_report"):  # the report file holds every change and the whole asm diff

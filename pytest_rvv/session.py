@@ -220,6 +220,11 @@ class RvvSession:
         """A checked runner for ``target`` (``RunnerChoice.runner``)."""
         return self.choice.runner(target)
 
+    def emulated(self, model: Model, target: Target) -> Cell:
+        """``model`` x ``target`` on an emulated runner of this machine (``RunnerChoice.emulated``), whatever runs the
+        target here (a board, a bundle's results): the twin a silicon run's estimates are measured on."""
+        return self.cell(model, target, self.choice.emulated(target))
+
     def board_for(self, target: Target) -> Board | None:
         return self.boards.for_target(target)
 

@@ -153,10 +153,12 @@ def test_a_truncated_output_or_a_missing_cell_is_one_line_naming_it(bundled):
                                  "stopped early?)*"])
 
 
-def test_a_run_on_a_modelled_core_is_a_calibration_point_beside_its_estimate(bundled, tmp_path):
+def test_a_run_on_a_modelled_core_is_a_calibration_point_beside_its_estimates(bundled, tmp_path):
     """The stand-in's facts say it is a SpacemiT X60 (uarch spacemit,x60, as K1's kernel reports): each judged cell's
-    X60 estimate (from its portable baseline, recorded here with QEMU) stands beside the measured time and their
-    ratio in Table 1 and results.json. (QEMU's times are not silicon: the numbers check the mechanics only.)"""
+    X60 in-core estimate (from its portable baseline, recorded here with QEMU) and its estimated wall time at the
+    bundle's one thread (local-sync; measured on an emulated run of the same target and module, since the bundle's
+    results run nothing here) stand beside the measured time, each with its error, in Table 1 and results.json.
+    (QEMU's times are not silicon: the numbers check the mechanics only.)"""
     import jsonschema
 
     from pytest_rvv.report.results import schema
@@ -170,8 +172,10 @@ def test_a_run_on_a_modelled_core_is_a_calibration_point_beside_its_estimate(bun
     report = tmp_path / "report"
     judged = judge(project, results, f"--rvv-report={report}", "-v", targets="rv64gcv-zvl256b")  # -v: Table 1
     judged.assert_outcomes(passed=2)
-    judged.stdout.fnmatch_lines(["*| est. / measured on that machine's core |",
-                                 "| mlp | rv64gcv-zvl256b on board spacemit-x60-*h-vlen256 | *| *x (X60: * / * ms) |"])
+    judged.stdout.fnmatch_lines([
+        "*| est. / measured on that machine's core |",
+        "| mlp | rv64gcv-zvl256b on board spacemit-x60-*h-vlen256 | *| X60, 1 thread: measured * ms; in-core est. * ms "
+        "(* %); est. wall * ms, bound by * (* %) |"])
     document = json.loads((report / "results.json").read_text())
     jsonschema.validate(document, schema())
     (point,) = document["silicon_runs"]
@@ -180,6 +184,11 @@ def test_a_run_on_a_modelled_core_is_a_calibration_point_beside_its_estimate(bun
     assert point["core"] == "spacemit-x60" and point["estimated_s"] == pytest.approx(estimated, rel=1e-5)
     assert point["ratio"] == pytest.approx(point["estimated_s"] / point["measured_s"], rel=1e-3)
     assert point["machine"].startswith("spacemit-x60-")
+    assert point["error_percent"] == round(100 * (point["ratio"] - 1), 1)
+    # the estimated wall time of one call at the bundle's one thread, what bounds it, and its error
+    assert point["threads"] == 1 and point["wall_s"] > 0 and point["bound_by"] in ("compute", "L2", "DRAM", "imbalance")
+    assert point["wall_ratio"] == pytest.approx(point["wall_s"] / point["measured_s"])
+    assert point["wall_error_percent"] == round(100 * (point["wall_ratio"] - 1), 1)
 
 
 def test_on_a_machine_without_v_the_probe_runs_and_every_vector_cell_is_refused(bundled, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import jsonschema
@@ -167,8 +168,11 @@ def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_
     result.stdout.fnmatch_lines([
         "*rvv kernel dashboard: one call, reference -> under test (most added work first)*",
         "| Verdict | Row | Shape | Path | Executed per call (k), reference -> under test | Est. spacemit-x60 "
-        "Mcycles per call | Path / default est., reference -> under test |",
-        "|---|---|---|---|---|---|---|", "| * | f32 | 64x64x64 | * | * -> * | * -> * | *x -> *x |"])
+        "Mcycles per call | Path / default est., reference -> under test | DRAM KiB per call (spacemit-x60 caches) |",
+        "|---|---|---|---|---|---|---|---|", "| * | f32 | 64x64x64 | * | * -> * | * -> * | *x -> *x | * -> * |"])
+    # both sides' memory traffic traced through the X60's caches, and judged per dispatch (judge/gate.py rule (g))
+    assert (report / "comparison.md").read_text().count("one call's modelled DRAM traffic on spacemit-x60's caches: ") \
+        == 5
     document = json.loads((report / "results.json").read_text())
     jsonschema.validate(document, schema())
     changes = document["kernels"]["comparison"]
@@ -179,9 +183,50 @@ def test_a_comparison_of_two_real_releases_gives_the_dashboard_before_and_after_
     for c in changes:  # both sides really ran and were estimated; the default path is its own unit
         assert all(v > 0 for v in c["executed"] + c["est_cycles"])
         assert c["added_percent"] == round(100 * (c["executed"][1] - c["executed"][0]) / c["executed"][0], 2)
+        assert len(c["dram_bytes"]) == 2 and all(isinstance(v, int) and v >= 0 for v in c["dram_bytes"]), c
     assert next(c for c in changes if c["path"] == "default")["vs_default"] == [1.0, 1.0]
     assert "Kernels: one call, reference -&gt; under test" in (report / "index.html").read_text()
     assert "## Kernels: one call, reference -> under test" in (report / "comparison.md").read_text()
+
+
+# An iree-compile whose data-tiled matmuls take small distribution tiles (8 KiB of operands each): more workgroups,
+# each re-reading fewer bytes from DRAM. As the reference it makes the installed compiler read more DRAM with fewer
+# instructions: a change of the memory system's work the instruction counts alone would call an improvement.
+SMALL_TILES_WRAPPER = """#!/usr/bin/env bash
+real={real}
+if [[ " $* " == *" --version "* ]]; then
+  "$real" --version | sed 's/\\(compiler version .*\\)/\\1 (small matmul tiles)/'; exit
+fi
+exec "$real" "$@" --iree-llvmcpu-matmul-tile-bytes=8192
+"""
+
+
+def test_a_change_that_reads_more_dram_fails_named_by_dispatch_even_when_it_executes_fewer_instructions(
+        kernel_project, tmp_path):
+    """256^3 f32 on the mmt4d path, the installed compiler against itself with small matmul tiles: the matmul
+    dispatch executes about a third fewer instructions and reads about 1.8x the DRAM bytes through the X60's modelled
+    caches (both sides traced): the comparison fails naming it with both figures (judge/gate.py rule (g)), and the
+    kernel table and results.json show one call's DRAM KiB before and after."""
+    from .test_toolchain_comparison import build_dir
+
+    reference = build_dir(tmp_path / "small-tiles", SMALL_TILES_WRAPPER)
+    report = tmp_path / "report"
+    result = kernel_project.run("kernels", "--rvv-kernels=256x256x256,f32", "-k", "adds_no_work and mmt4d",
+                                f"--rvv-iree-build={build_dir(tmp_path / 'wheel')}", f"--rvv-compare={reference}",
+                                f"--rvv-report={report}")
+    result.assert_outcomes(failed=1)
+    line = re.search(r"  dispatch_0_matmul_256x256x256_f32: DRAM traffic (\d+) kB -> ([\d.]+) MB \(\+(\d+) %\), "
+                     r"executed instructions -(\d+\.\d) %", result.stdout.str())
+    assert line is not None, result.stdout.str()
+    before_kb, after_mb, grew, fewer = float(line[1]), float(line[2]), int(line[3]), float(line[4])
+    assert grew > 50 and after_mb * 1e3 > 1.5 * before_kb and fewer > 20  # more DRAM, fewer instructions
+    result.stdout.fnmatch_lines(["*the toolchain under test adds work: mm-f32-256x256x256 on rv64gcv-zvl256b-mmt4d",
+                                 "*one call's modelled DRAM traffic on spacemit-x60's caches: * -> * (+*%); "
+                                 "dispatches whose DRAM traffic moved (reference -> under test), most added first:",
+                                 "REGRESSED  mm-f32-256x256x256 on rv64gcv-zvl256b-mmt4d: *; DRAM per call * -> * (+*"])
+    (change,) = json.loads((report / "results.json").read_text())["kernels"]["comparison"]
+    assert change["status"] == "REGRESSED" and change["executed"][1] < change["executed"][0]
+    assert change["dram_bytes"][1] > change["dram_bytes"][0]
 
 
 def test_traffic_per_call_leaves_out_dispatches_that_ran_only_while_the_module_loaded():
@@ -228,6 +273,32 @@ def test_the_dashboard_shows_est_wall_ms_at_1_and_8_threads_and_what_bounds_it_w
     values = dict(zip(columns, (c.strip() for c in line.strip("|").split("|")), strict=True))
     assert values["mmt4d est. wall ms 1 / 8 threads (bound by)"] == "4.000 / 1.500 (compute / DRAM)"
     assert values["default est. wall ms 1 / 8 threads (bound by)"] == "-"
+
+
+def test_a_kernel_cell_measured_on_silicon_stands_in_the_calibration_view_beside_its_in_core_and_wall_estimates():
+    """A bundle's results of a published row's cells on an X60 (PerfResult.calibration): each path's measured ms, the
+    in-core estimate and the est. wall ms at the run's thread with what bounds it, each one's error, in a column of
+    the calibration table and in results.json's entry; without such runs the table has no such column."""
+    from pytest_rvv.measure.performance import CalibrationPoint, PerfResult
+    from pytest_rvv.report.kernels import calibration_table
+
+    chosen = kernels({}, "64x64x64,f32", BUILTIN_TARGETS)
+    runs = {"inner-tiled": CalibrationPoint("spacemit-x60", 0.0008, 0.001, 0.8, 1, 0.0011, "DRAM"),
+            "ukernels-all": CalibrationPoint("spacemit-x60", 0.002, 0.001, 2.0)}  # no est. wall: not estimated
+    records = {(c.model.name, c.target.name): PerfResult(c.model.name, c.target.name, calibration=runs.get(c.path))
+               for c in chosen.cells}
+    (row,) = calibration(dashboard(chosen.cells, records))
+    assert row["silicon_runs"] == [
+        {"core": "spacemit-x60", "threads": 1, "measured_ms": 1.0, "in_core_ms": 0.8, "in_core_error_percent": -20.0,
+         "wall_ms": 1.1, "bound_by": "DRAM", "wall_error_percent": 10.0},
+        {"core": "spacemit-x60", "threads": 1, "measured_ms": 1.0, "in_core_ms": 2.0, "in_core_error_percent": 100.0}]
+    header, _, line = calibration_table([row])
+    assert header.endswith("| On the machine that ran the bundle (same paths; its threads): measured, in-core est. "
+                           "and est. wall ms (bound by), each one's error |")
+    assert line.endswith("| measured 1 ms; in-core est. 0.8 ms (-20 %); est. wall 1.1 ms, bound by DRAM (+10 %) ; "
+                         "measured 1 ms; in-core est. 2 ms (+100 %); est. wall - |")
+    del row["silicon_runs"]
+    assert "the bundle" not in calibration_table([row])[0]
 
 
 def test_a_published_row_is_a_test_only_where_both_its_cells_are_selected():

@@ -48,7 +48,12 @@ def test_a_performance_result_crosses_to_the_reports_unchanged():
     data = result.to_json()
     assert json.loads(json.dumps(data)) == data  # plain data: it crosses xdist and is written as JSON
     assert PerfResult.from_json(data) == result
-    assert data["calibration"] == {"core": "spacemit-x60", "estimated_s": 0.1, "measured_s": 0.2, "ratio": 0.5}
+    assert data["calibration"] == {"core": "spacemit-x60", "estimated_s": 0.1, "measured_s": 0.2, "ratio": 0.5,
+                                   "threads": 1, "error_percent": -50.0}
+    walled = CalibrationPoint("spacemit-x60", 0.1, 0.2, 0.5, 1, 0.25, "DRAM")  # with the est. wall time at 1 thread
+    assert CalibrationPoint.from_json(walled.to_json()) == walled
+    assert walled.to_json() == data["calibration"] | {"wall_s": 0.25, "bound_by": "DRAM", "wall_ratio": 1.25,
+                                                      "wall_error_percent": 25.0}
     assert result.per_call_cycles("spacemit-x60") == 900 and result.board_name == "k1"
 
 

@@ -236,3 +236,20 @@ def test_a_report_only_comparison_colours_the_grid_by_the_comparison_and_ranks_b
     assert [status for _, _, status in sections][:2] == ["REGRESSED", "REGRESSED"]
     assert {status for _, _, status in sections[2:]} <= {"same", "churn"}
     assert "Toolchain comparison: the dispatches that execute more, most added work first" in page
+
+
+def test_with_a_wall_time_asked_both_sides_of_a_model_cell_are_traced_and_their_dram_traffic_compared(
+        comparison_project, tmp_path):
+    """--rvv-wall-time on a model cell (as the kernel suite's cells always): both toolchains' runs go through the X60's
+    modelled caches, and the comparison says one call's DRAM bytes before and after; without it, nothing is traced."""
+    scalar = build_dir(tmp_path / "no-vector", NO_VECTOR_WRAPPER)
+    wheel = build_dir(tmp_path / "wheel")
+    args = ("performance", "--rvv-models=mlp", f"--rvv-targets={VECTOR}", f"--rvv-iree-build={scalar}",
+            f"--rvv-compare={wheel}", "--rvv-compare-report-only")
+    traced = comparison_project.run(*args, "--rvv-wall-time=x60:1", f"--rvv-report={tmp_path / 'traced'}")
+    traced.assert_outcomes(passed=1)
+    assert "one call's modelled DRAM traffic on spacemit-x60's caches: " in (
+        tmp_path / "traced" / "comparison.md").read_text()
+    plain = comparison_project.run(*args, f"--rvv-report={tmp_path / 'plain'}")
+    plain.assert_outcomes(passed=1)
+    assert "DRAM" not in (tmp_path / "plain" / "comparison.md").read_text()

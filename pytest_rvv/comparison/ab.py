@@ -4,6 +4,9 @@ Both compile through the same cache and run on the same runner kind; timed runs 
 (A B, B A, ...) so the machine's drift falls on both. The verdict reuses the upgrade review:
 executed work added beyond ``added_work`` percent fails, per dispatch (matched across
 renumbering) and per model; sizes and smaller moves are churn; less work is an improvement.
+Given a wall-time request (the kernel suite's cells, or ``--rvv-wall-time``), both sides' memory traffic is traced
+through its core's caches too, and a dispatch whose modelled DRAM bytes grow beyond ``added_work`` percent fails the
+same way (judge/gate.py rule (g)), whatever its instructions did.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rvv.base.errors import CompileFailed, PathUnavailable, RuntimeNotProvided
+from pytest_rvv.config.cores import WallRequest, cache_hierarchy
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.judge.applicable import ApplicableBaselines
 from pytest_rvv.judge.baselines import Baseline
-from pytest_rvv.judge.gate import GateResult, check_gate, delta_text
+from pytest_rvv.judge.gate import GateResult, TrafficMove, bytes_text, check_gate, check_traffic, delta_text
 from pytest_rvv.judge.verdict import PerfVerdict, judge
 from pytest_rvv.measure.agreement import CheckedRun
 from pytest_rvv.measure.asmdiff import dispatch_listing, mnemonic_changes, unified
@@ -32,7 +36,7 @@ from pytest_rvv.measure.metrics import (
     STATIC_INSTRUCTIONS,
     split,
 )
-from pytest_rvv.measure.performance import PerfResult, TimedRuns, compile_side
+from pytest_rvv.measure.performance import PerfResult, TimedRuns, add_traffic, compile_side
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.runner import Runner
@@ -76,6 +80,8 @@ class ToolchainComparison:
     notes: list[str] = field(default_factory=list)
     results: tuple[PerfResult, PerfResult] | None = None  # (under test, reference)
     disagreement: CheckedRun | None = None  # a run of either toolchain that disagreed with onnxruntime: no verdict
+    dram_core: str | None = None  # the core whose caches both sides' traffic was traced through (a wall-time request)
+    traffic: list[TrafficMove] = field(default_factory=list)  # dispatches whose DRAM bytes moved, most added first
 
     @property
     def regressions(self) -> list[str]:
@@ -110,8 +116,18 @@ class ToolchainComparison:
         now, before = self.results
         executed = [r.metrics.get(EXECUTED_PER_CALL_INSTRUCTIONS) for r in (before, now)]
         cores = sorted(set(before.silicon) & set(now.silicon))
-        return {"executed": executed if None not in executed else None,
+        work = {"executed": executed if None not in executed else None,
                 "cycles": {core: [before.per_call_cycles(core), now.per_call_cycles(core)] for core in cores}}
+        return work | ({"dram_bytes": self.dram} if self.dram else {})
+
+    @property
+    def dram(self) -> list[int] | None:
+        """Modelled DRAM bytes of one call, [reference, under test] (the module load's dispatches left out); None
+        unless both sides' traffic was traced."""
+        if self.results is None or self.dram_core is None:
+            return None
+        moved = [r.per_call_traffic(self.dram_core) for r in reversed(self.results)]
+        return None if None in moved else [m["dram_bytes"] for m in moved if m is not None]
 
     @property
     def time_ratio(self) -> tuple[float, float, float] | None:
@@ -131,7 +147,10 @@ class ToolchainComparison:
                 "time": self.time_ratio,
                 "dispatches": [(c.name, c.before["instructions"], c.after["instructions"]) for c in self.changes[:3]],
                 "changed": len(self.changes), "churn": self.churn, "unmatched": len(self.unmatched),
-                "regressions": self.regressions, "improvements": self.improvements, "notes": self.notes}
+                "regressions": self.regressions, "improvements": self.improvements, "notes": self.notes} | (
+                {"dram": {"core": self.dram_core, "per_call": self.dram,
+                          "dispatches": [(m.name, m.before, m.after) for m in self.traffic[:3]]}}
+                if self.dram_core is not None and self.dram is not None else {})
 
     def render(self, asm_lines: int = SHOWN_ASM_LINES) -> str:
         """The dispatch table, the metric table and the top of the largest change's asm diff."""
@@ -149,6 +168,7 @@ class ToolchainComparison:
         elif self.gate is not None:
             lines.append(f"no dispatch's {self.counted} instruction count moved")
         lines += [f"  {line}" for line in self.unmatched]
+        lines += self._traffic_lines()
         if self.churn:
             lines.append(f"  {self.churn} dispatches moved within the threshold (churn)")
         if self.verdict is not None and self.verdict.rows:
@@ -162,11 +182,24 @@ class ToolchainComparison:
             lines += [f"  {line}" for line in shown]
         return "\n".join(lines + self.notes)
 
+    def _traffic_lines(self) -> list[str]:
+        if self.dram_core is None or self.dram is None:
+            return []
+        before, after = self.dram
+        call = (f"one call's modelled DRAM traffic on {self.dram_core}'s caches: {bytes_text(before)} -> "
+                f"{bytes_text(after)}" + (f" ({100 * (after - before) / before:+.1f} %)" if before else ""))
+        if not self.traffic:
+            return [f"{call}; no dispatch's moved beyond the cache model's noise"]
+        return [f"{call}; dispatches whose DRAM traffic moved (reference -> under test), most added first:",
+                *(f"  {m.text()}" for m in self.traffic[:SHOWN_DISPATCHES])]
+
 
 def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Model, target: Target, repeat: int,
                        limits: dict[str, float], added_work: float, strict: bool,
-                       max_share_drop: float) -> ToolchainComparison:
-    """Compile, check and measure ``model`` on ``target`` with both sessions' toolchains, and judge.
+                       max_share_drop: float, wall: WallRequest | None = None) -> ToolchainComparison:
+    """Compile, check and measure ``model`` on ``target`` with both sessions' toolchains, and judge. With ``wall``
+    (the kernel suite's cells, ``--rvv-wall-time``), both sides' memory traffic and est. wall time are measured on
+    its core too (measure/performance.py ``add_traffic``), and their DRAM bytes judged per dispatch.
 
     A compile failure of the toolchain under test raises (the test fails); one of the reference is
     a note (the toolchain under test compiles what the reference could not).
@@ -197,6 +230,9 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
         if disagreement := result_a.disagreement or result_b.disagreement:  # judge/ refuses the numbers
             comparison.disagreement = disagreement
             return comparison
+        if wall is not None:
+            add_traffic(cell_a, result_a, wall)
+            add_traffic(cell_b, result_b, wall)
     else:
         comparison.notes.append("run-side metrics need a runtime for this target for both toolchains")
     comparison.results = (result_a, result_b)
@@ -213,6 +249,8 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
                                  added_work=None if strict else added_work)
     comparison.churn = comparison.gate.churn
     _dispatch_changes(comparison, before, after)
+    if wall is not None and comparison.counted == "executed":
+        _traffic_changes(comparison, result_b, result_a, wall.core.name, None if strict else added_work)
     if comparison.changes and target.arch != HOST:
         top = comparison.changes[0]
         arch = target.arch
@@ -244,6 +282,23 @@ def _judge_metrics(reference: PerfResult, now: PerfResult, target: Target, limit
     verdict = judge(applicable, now, target, limits, machine, strict=strict, added_work=added_work)
     verdict.upgrade = None  # both versions head the comparison already
     return verdict
+
+
+def _traffic_changes(comparison: ToolchainComparison, reference: PerfResult, now: PerfResult, core: str,
+                     added_work: float | None) -> None:
+    """Judge both sides' DRAM bytes per dispatch (judge/gate.py rule (g)) when both were traced on ``core``; a note
+    when one was not (add_traffic's notes say why)."""
+    moved = [r.traffic.get(core) for r in (reference, now)]
+    if moved[0] is None or moved[1] is None:
+        why = [n for n in reference.notes + now.notes if n.startswith("no memory traffic")]
+        comparison.notes.append(f"no DRAM traffic compared: {'; '.join(why) or 'not traced'}")
+        return
+    assert comparison.gate is not None and reference.executed is not None and now.executed is not None
+    sides = [{name: {"dram_bytes": figures["dram_bytes"],
+                     "instructions": result.executed["dispatches"].get(name, {}).get("instructions")}
+              for name, figures in traffic.items()} for traffic, result in zip(moved, (reference, now), strict=True)]
+    comparison.dram_core = core
+    comparison.traffic = check_traffic(comparison.gate, sides[0], sides[1], cache_hierarchy(core).l1d.line, added_work)
 
 
 def _dispatch_changes(comparison: ToolchainComparison, before: dict[str, Any], after: dict[str, Any]) -> None:

@@ -26,7 +26,9 @@ def _added(before: float | None, after: float | None) -> float | None:
 
 def kernel_changes(cells: Sequence[KernelCell], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per compared kernel cell: executed instructions and estimated cycles of one call (reference, under
-    test), the path / default ratio on each side, the added work (per call, executed) and the verdict; ranked."""
+    test), the path / default ratio on each side, the added work (per call, executed) and the verdict; ranked. The
+    modelled DRAM bytes of one call on the core's caches (``dram_bytes``, reference and under test) where both sides'
+    traffic was traced."""
     by_cell = {(r["model"], r["target"]): r for r in records}
     entries = []
     for cell in cells:
@@ -39,7 +41,8 @@ def kernel_changes(cells: Sequence[KernelCell], records: list[dict[str, Any]]) -
         entries.append({"row": cell.row, "shape": cell.shape.name, "path": cell.path, "target": cell.target.name,
                         "model": cell.model.name, "status": comparison_status(record), "executed": executed,
                         "est_cycles": cycles, "core": CORE, "added_percent": _added(*executed),
-                        "notes": record.get("notes", [])[:1]})
+                        "notes": record.get("notes", [])[:1]}
+                       | ({"dram_bytes": per_call["dram_bytes"]} if per_call.get("dram_bytes") else {}))
     defaults = {(e["row"], e["shape"]): e for e in entries if e["path"] == DEFAULT}
     for e in entries:
         base = defaults.get((e["row"], e["shape"]))
@@ -60,16 +63,17 @@ def _pair(values: list[float | None], scale: float, digits: int) -> str:
 
 def kernel_changes_table(entries: list[dict[str, Any]]) -> list[str]:
     """Markdown, most added work per call first: the verdict, executed k instructions and est. Mcycles per call,
-    reference -> under test, and the path / default ratio on both sides."""
+    reference -> under test, the path / default ratio on both sides, and the modelled DRAM KiB per call."""
     if not entries:
         return []
     lines = ["| Verdict | Row | Shape | Path | Executed per call (k), reference -> under test | "
-             f"Est. {CORE} Mcycles per call | Path / default est., reference -> under test |",
-             "|---|---|---|---|---|---|---|"]
+             f"Est. {CORE} Mcycles per call | Path / default est., reference -> under test | "
+             f"DRAM KiB per call ({CORE} caches) |",
+             "|---|---|---|---|---|---|---|---|"]
     for e in entries:
         ratio = e["vs_default"]
         ratios = "-" if None in ratio else f"{ratio[0]:.2f}x -> {ratio[1]:.2f}x"
         executed = _pair(e["executed"], 1e3, 1) if None not in e["executed"] else "; ".join(e["notes"]) or "-"
         lines.append(f"| {e['status']} | {e['row']} | {e['shape']} | {e['path']} | {executed} | "
-                     f"{_pair(e['est_cycles'], 1e6, 3)} | {ratios} |")
+                     f"{_pair(e['est_cycles'], 1e6, 3)} | {ratios} | {_pair(e.get('dram_bytes', [None]), 1024, 1)} |")
     return lines

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rvv.base.store import atomic_write_bytes
-from pytest_rvv.judge.gate import delta_text
+from pytest_rvv.judge.gate import bytes_text, delta_text
 
 
 def added_work(record: dict[str, Any]) -> float:
@@ -60,6 +60,9 @@ def comparison_lines(records: list[dict[str, Any]]) -> list[str]:
         top = "; ".join(f"{name} {before} -> {after} ({delta_text(before, after)})"
                         for name, before, after in record["dispatches"][:2])
         counts = f"{record['changed']} dispatches moved" + (f", {record['churn']} churn" if record["churn"] else "")
+        if (dram := record.get("dram")) and dram["per_call"] and any(dram["per_call"]):
+            before, after = dram["per_call"]
+            counts += f"; DRAM per call {bytes_text(before)} -> {bytes_text(after)} ({delta_text(before, after)})"
         if record.get("time"):
             ratio, low, high = record["time"]
             counts += f"; CPU time x{ratio:.2f} (pairs x{low:.2f}..x{high:.2f})"

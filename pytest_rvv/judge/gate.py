@@ -17,11 +17,17 @@ Rules:
 (f) microkernels (targets with ``--iree-llvmcpu-enable-ukernels``): on a vector target a dispatch whose
     microkernel is the generic (scalar) tile function fails whatever the snapshot says, named with it;
     a dispatch that ran on a microkernel in the snapshot and now carries none fails; another tile
-    function is a change.
+    function is a change;
+(g) memory traffic (two runs whose dispatches were traced through one core's cache model, ``check_traffic``): a
+    matched dispatch whose modelled DRAM bytes grow by more than ``added_work`` percent fails like added executed
+    work (it is added work of the memory system), named with its DRAM bytes before and after and its executed
+    instructions' change, most added DRAM bytes first; less traffic beyond it is an improvement, smaller moves are
+    churn. The cache figures are not exact from run to run (DRAM_NOISE): a move within the noise is never named.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +38,14 @@ from pytest_rvv.measure.matching import match_dispatches, pair_name
 SHOWN = 10
 # During an upgrade a dispatch whose work is below this share of the model's is churn, whatever its ratio.
 SMALL_DISPATCH_SHARE = 0.001
+# The cache model's run-to-run noise. The bytes and accesses a dispatch makes are exact (identical in every traced run);
+# its L2 misses and write-backs are not quite: the runtime's own accesses before and between dispatches vary a little
+# from run to run and leave other lines in the warm caches. Measured: every f32 kernel cell of 64^3, 256^3 and
+# 81x41x19 on every path, traced 6 times each into a fresh store, moved its DRAM bytes by at most 0.88 % (97 lines,
+# inner-tiled 256^3's matmul; docs/kernels.md). A move must exceed both, with a margin of 2x: DRAM_NOISE_PERCENT of the
+# dispatch's bytes and DRAM_NOISE_LINES lines, also where the rule is exact (--rvv-strict-baselines).
+DRAM_NOISE_PERCENT = 2.0
+DRAM_NOISE_LINES = 200
 
 
 @dataclass
@@ -151,6 +165,63 @@ def _judge_work(result: GateResult, key: str, before: int, after: int, model_tot
             result.churn += 1
             return
     (result.regressions if delta > 0 else result.improvements).append(line)
+
+
+@dataclass(frozen=True)
+class TrafficMove:
+    """A matched dispatch whose modelled DRAM bytes moved beyond the noise; ``work`` is its executed instructions'
+    change in percent (None where they were not counted on both sides)."""
+
+    name: str
+    before: int
+    after: int
+    work: float | None = None
+
+    @property
+    def added(self) -> int:
+        return self.after - self.before
+
+    @property
+    def percent(self) -> float:
+        return 100 * self.added / self.before if self.before else math.inf
+
+    def text(self) -> str:
+        """``dispatch_0: DRAM traffic 1.2 MB -> 2.4 MB (+100 %), executed instructions +0.0 %``."""
+        work = "" if self.work is None else f", executed instructions {self.work:+.1f} %"
+        percent = f"{self.percent:+.0f} %" if self.before else "none before"
+        return f"{self.name}: DRAM traffic {bytes_text(self.before)} -> {bytes_text(self.after)} ({percent}){work}"
+
+
+def check_traffic(result: GateResult, before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]],
+                  line: int, added_work: float | None) -> list[TrafficMove]:
+    """Rule (g): ``before`` and ``after`` map dispatch -> ``{"dram_bytes": ..., "instructions": ...}`` (executed
+    instructions optional), traced through the same core's caches (``line``-byte lines). Dispatches are matched across
+    renumbering; one whose DRAM bytes grow beyond ``added_work`` percent (exact: None) and the noise is a regression,
+    one that shrinks as much an improvement, the lines ranked by DRAM bytes added (most first). Returns the moves
+    beyond the noise, most added first."""
+    matching = match_dispatches(before, after)
+    model_dram = sum(int(d["dram_bytes"]) for d in before.values())
+    moves = []
+    for old_key, new_key in matching.pairs:
+        old, new = before[old_key], after[new_key]
+        b, a = int(old["dram_bytes"]), int(new["dram_bytes"])
+        if abs(a - b) <= max(b * DRAM_NOISE_PERCENT / 100, DRAM_NOISE_LINES * line):
+            continue
+        counted = old.get("instructions"), new.get("instructions")
+        work = (100 * (counted[1] - counted[0]) / counted[0] if counted[0] else 0.0) if None not in counted else None
+        moves.append(TrafficMove(pair_name(old_key, new_key), b, a, work))
+    moves.sort(key=lambda m: (-m.added, m.name))
+    for move in moves:
+        small = added_work is not None and abs(move.added) < SMALL_DISPATCH_SHARE * model_dram
+        if small or abs(move.added) <= move.before * (added_work or 0) / 100:
+            continue  # churn: within the upgrade's allowance
+        (result.regressions if move.added > 0 else result.improvements).append(move.text())
+    return moves
+
+
+def bytes_text(n: int) -> str:
+    """``1.2 MB``, ``1.03 MB``, ``400 kB``, ``64 B``: three significant digits, decimal units."""
+    return f"{n / 1e6:.3g} MB" if n >= 1e6 else f"{n / 1e3:.3g} kB" if n >= 1e3 else f"{n} B"
 
 
 def delta_text(before: int, after: int) -> str:

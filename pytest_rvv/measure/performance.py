@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import statistics
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,19 +49,40 @@ _STATISTICS = re.compile(r"(HOST_LOCAL|DEVICE_LOCAL):\s+(\d+)B peak")
 
 @dataclass(frozen=True)
 class CalibrationPoint:
-    """A run on silicon beside the estimate for its core: estimated and measured seconds, estimate / measured."""
+    """A run on silicon beside the estimates for its core: the in-core estimate (llvm-mca, one thread, every load an
+    L1 hit) and measured seconds, estimate / measured; and, when it could be measured, the estimated wall time at the
+    run's threads (measure/walltime.py on an emulated twin of the cell), what bounds it, and wall / measured."""
 
     core: str
     estimated_s: float
     measured_s: float
     ratio: float
+    threads: int = 1  # threads the silicon run used (a bundle's runs: local-sync, 1)
+    wall_s: float | None = None  # the estimated wall time at ``threads``; None when it could not be estimated
+    bound_by: str | None = None  # what bounds it: compute, L2, DRAM or imbalance
+
+    @property
+    def error_percent(self) -> float:
+        """The in-core estimate's error against the measured time, in percent (negative: it estimates too fast)."""
+        return 100 * (self.estimated_s / self.measured_s - 1)
+
+    @property
+    def wall_error_percent(self) -> float | None:
+        return None if self.wall_s is None else 100 * (self.wall_s / self.measured_s - 1)
 
     def to_json(self) -> dict[str, Any]:
-        return {"core": self.core, "estimated_s": self.estimated_s, "measured_s": self.measured_s, "ratio": self.ratio}
+        record = {"core": self.core, "estimated_s": self.estimated_s, "measured_s": self.measured_s,
+                  "ratio": self.ratio, "threads": self.threads, "error_percent": round(self.error_percent, 1)}
+        if self.wall_s is not None:
+            record |= {"wall_s": self.wall_s, "bound_by": self.bound_by,
+                       "wall_ratio": self.wall_s / self.measured_s,
+                       "wall_error_percent": round(self.wall_error_percent or 0.0, 1)}
+        return record
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CalibrationPoint:
-        return cls(data["core"], data["estimated_s"], data["measured_s"], data["ratio"])
+        return cls(data["core"], data["estimated_s"], data["measured_s"], data["ratio"], data.get("threads", 1),
+                   data.get("wall_s"), data.get("bound_by"))
 
 
 @dataclass
@@ -137,14 +158,28 @@ class PerfResult:
         return None if total is None else total - self.silicon_one_time.get(core, 0)
 
 
-def calibration_point(result: PerfResult, core: Core, estimated_cycles: float | None) -> CalibrationPoint | None:
-    """A run on silicon beside the estimate for its core: estimated and measured seconds (the fastest run) and
-    estimate / measured, or None without both."""
+def calibration_point(result: PerfResult, core: Core, estimated_cycles: float | None, threads: int = 1,
+                      emulated: Cell | None = None) -> CalibrationPoint | None:
+    """A run on silicon beside the estimates for its core: the in-core estimate and measured seconds (the fastest
+    run), estimate / measured, or None without both; with ``emulated`` (the same target and module on an emulated
+    runner) also the estimated wall time at the run's ``threads`` (measure/walltime.py, its runs kept by content), or
+    a note on ``result`` saying why not."""
     measured = result.metrics.get(WALL_S_MIN)
     if not estimated_cycles or not measured or not core.ghz:
         return None
     estimated = estimated_cycles / (core.ghz * 1e9)
-    return CalibrationPoint(core.name, estimated, measured, estimated / measured)
+    point = CalibrationPoint(core.name, estimated, measured, estimated / measured, threads)
+    if emulated is None:
+        return point
+    with tempfile.TemporaryDirectory(prefix="pytest-rvv-calibration-") as tmp:
+        try:
+            with emulated.stages.time("threads"):
+                wall = estimate_cell(emulated, Path(tmp), core, threads)
+        except (ToolMissing, RvvError, ValueError, ConfigError) as exc:
+            result.notes.append(f"no est. wall time beside the measured run on {core.name}: "
+                                f"{str(exc).splitlines()[0]}")
+            return point
+    return replace(point, wall_s=wall.seconds, bound_by=wall.bound_by)
 
 
 def dispatch_code_bytes(executables: tuple[Path, ...]) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.kernels import CORE, KernelCell
 from pytest_rvv.config.paths import DEFAULT, PATHS
 from pytest_rvv.judge.policy import wall_ratio_error
@@ -23,7 +24,7 @@ from pytest_rvv.measure.metrics import (
     ratio,
     silicon_metric,
 )
-from pytest_rvv.measure.performance import PerfResult
+from pytest_rvv.measure.performance import CalibrationPoint, PerfResult
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,8 @@ def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResul
                 "est_vs_default": ratio(_value(record, est), _value(base, est)),
                 "executed_vs_default": ratio(executed, _value(base, EXECUTED_DISPATCH_INSTRUCTIONS)),
             }
+            if record.calibration is not None:  # measured on silicon (a bundle's results): beside its estimates
+                entry["paths"][path]["silicon_run"] = silicon_run(record.calibration)
             if wall := record.wall.get(CORE):  # the estimated wall time of one call, per thread count
                 entry["paths"][path] |= {"est_wall_ms": {t: w["seconds"] * 1e3 for t, w in wall.items()},
                                          "bound_by": {t: w["bound_by"] for t, w in wall.items()}}
@@ -265,8 +268,25 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "wall_estimated": wall, "wall_ms": wall_ms,
                         "wall_error_percent": round(wall_ratio_error(wall, p.low, p.high), 1),
                         "bound_by": [w.get("bound_by", {}).get(threads) for w in walls],
-                        "expected_miss": WALL_MISSES.get((p.row, p.shape))}))
+                        "expected_miss": WALL_MISSES.get((p.row, p.shape))})
+                    | ({"silicon_runs": runs} if any(runs := [w.get("silicon_run") for w in walls]) else {}))
     return rows
+
+
+def silicon_run(point: CalibrationPoint) -> dict[str, Any]:
+    """A run on silicon beside its estimates, in ms: measured (the fastest run), the in-core estimate and the
+    estimated wall time at the run's threads (and what bounds it, when it could be estimated), each one's error."""
+    return {"core": point.core, "threads": point.threads, "measured_ms": 1e3 * point.measured_s,
+            "in_core_ms": 1e3 * point.estimated_s, "in_core_error_percent": round(point.error_percent, 1)} | (
+        {} if point.wall_s is None else {"wall_ms": 1e3 * point.wall_s, "bound_by": point.bound_by,
+                                         "wall_error_percent": round(point.wall_error_percent or 0.0, 1)})
+
+
+def silicon_run_text(point: CalibrationPoint) -> str:
+    """One line: ``X60, 1 thread: measured 1.23 ms; in-core est. 0.984 ms (-20 %); est. wall 1.1 ms, bound by DRAM
+    (-11 %)`` (Table 1's calibration cell)."""
+    label = CORES[point.core].label if point.core in CORES else point.core
+    return f"{label}, {point.threads} thread{'' if point.threads == 1 else 's'}: {_silicon_text(silicon_run(point))}"
 
 
 def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -277,6 +297,9 @@ def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
              "Matmul workgroups (same ratio's paths) | DRAM KiB / L2 misses (k) per call, X60 caches (same) | "
              "Source | Configuration (the source's; where ours differs) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    if board := any(r.get("silicon_runs") for r in rows):  # cells measured on silicon: a column beside the rest
+        lines = [lines[0] + " On the machine that ran the bundle (same paths; its threads): measured, in-core est. "
+                 "and est. wall ms (bound by), each one's error |", lines[1] + "---|"]
     for r in rows:
         measured = f"{r['measured_low']:.2f}" + (f"-{r['measured_high']:.2f}" if r["measured_high"] != r[
             "measured_low"] else "")
@@ -291,8 +314,21 @@ def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
                                                                                           r["l2_misses"], strict=True))
         lines.append(f"| {r['row']} | {r['shape']} | {r['ratio']} | {measured} | {wall} | {wall_error} | {bound} | "
                      f"{_x(r['estimated'])} | {error} | {groups} | {traffic} | {r['source']}, {r['how']} | "
-                     f"{_configuration(r['configuration'])} |")
+                     f"{_configuration(r['configuration'])} |" + (f" {_board_runs(r)} |" if board else ""))
     return lines
+
+
+def _board_runs(row: dict[str, Any]) -> str:
+    """Each path of the ratio as measured on the machine that ran a bundle, beside its estimates, or -."""
+    runs = row.get("silicon_runs") or [None, None]
+    return " ; ".join("-" if run is None else _silicon_text(run) for run in runs)
+
+
+def _silicon_text(run: dict[str, Any]) -> str:
+    wall = "-" if "wall_ms" not in run else (f"{run['wall_ms']:.4g} ms, bound by {run['bound_by']} "
+                                             f"({run['wall_error_percent']:+.0f} %)")
+    return (f"measured {run['measured_ms']:.4g} ms; in-core est. {run['in_core_ms']:.4g} ms "
+            f"({run['in_core_error_percent']:+.0f} %); est. wall {wall}")
 
 
 def _configuration(c: dict[str, Any]) -> str:

@@ -175,8 +175,7 @@ def table_one(rows: dict[tuple[str, str], PerfResult]) -> list[str]:
         cells += [static, executed, time, _speedup(rows, model, target), mem]
         if calibrated:
             point = record.calibration
-            cells.append(f"{point.ratio:.2f}x ({CORES[point.core].label}: {1e3 * point.estimated_s:.2f} / "
-                         f"{1e3 * point.measured_s:.2f} ms)" if point else "-")
+            cells.append(kernels.silicon_run_text(point) if point else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -185,14 +185,22 @@ class RunnerChoice:
                                     f"bundle: {reason}")
             return ResultsRunner(target, results)
         board = self.boards.for_target(target)
-        if board is not None:
-            runner: Runner = BoardRunner(target, self.runtime(target.arch), self.boards.link(board),
-                                         self.boards.facts(board))
-        else:
-            qemu = None if target.arch == HOST else self.qemu(target.arch)
-            if qemu is not None:
-                qemu.check_cpu(target.emulator_cpu, target.name)
-            runner = Runner(target, self.runtime(target.arch), qemu)
+        if board is None:
+            return self.emulated(target)
+        return self._probed(BoardRunner(target, self.runtime(target.arch), self.boards.link(board),
+                                        self.boards.facts(board)))
+
+    @functools.cache  # noqa: B019
+    def emulated(self, target: Target) -> Runner:
+        """A checked runner of this machine for ``target`` (QEMU for riscv64, else the host), whatever runs the
+        target here: a silicon run's estimates are measured on it (the same target and module, emulated)."""
+        qemu = None if target.arch == HOST else self.qemu(target.arch)
+        if qemu is not None:
+            qemu.check_cpu(target.emulator_cpu, target.name)
+        return self._probed(Runner(target, self.runtime(target.arch), qemu))
+
+    def _probed(self, runner: Runner) -> Runner:
+        """``runner`` once its runtime has run the probe module (RuntimeMismatch when it cannot load it)."""
         reason = self._run_probe(runner)
         if reason is not None:
             raise RuntimeMismatch(f"{runner.runtime.origin} cannot load modules from "
