@@ -15,9 +15,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from pytest_rvv.config.settings import Settings
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.session import RvvSession
-from pytest_rvv.config.settings import Settings
 
 
 def main() -> None:

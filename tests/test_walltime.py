@@ -146,6 +146,18 @@ def test_a_core_without_memory_timings_or_clock_is_one_line():
         estimate_wall(dataclasses.replace(hand, cores=()), traffic(), X60)
 
 
+
+def test_a_worker_spinning_in_host_time_does_not_become_the_runtime_s_cost_per_dispatch():
+    """An idle IREE worker spins until a deadline in host time (warm-compute spin): on a loaded host one worker's count
+    grows a thousandfold. The runtime's cost per worker and dispatch is the median worker's, so one spinner moves
+    neither it nor the estimate; a cost all workers share still counts."""
+    calm = dataclasses.replace(even(8, 64, 8_000_000), runtime={t: {"other": 3_000} for t in range(1, 9)})
+    spun = dataclasses.replace(calm, runtime=calm.runtime | {5: {"other": 3_000_000}})
+    assert calm.runtime_cost().per_worker_per_dispatch == spun.runtime_cost().per_worker_per_dispatch == 3_000
+    assert estimate_wall(spun, traffic(), X60).cycles == estimate_wall(calm, traffic(), X60).cycles
+    shared = dataclasses.replace(calm, runtime={t: {"other": 30_000} for t in range(1, 9)})
+    assert estimate_wall(shared, traffic(), X60).cycles == estimate_wall(calm, traffic(), X60).cycles + 27_000
+
 # --- real cells ---------------------------------------------------------------------------------------------------
 UKERNELS_ALL = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=all",
                 "--iree-llvmcpu-enable-inner-tiled=false")
