@@ -24,7 +24,7 @@ from pytest_rvv.config.targets import RISCV64
 from pytest_rvv.measure.calibration import MODEL_ERRORS
 from pytest_rvv.measure.counts import ExecutedCounts, walk_blocks
 from pytest_rvv.measure.disassembly import OUTSIDE
-from pytest_rvv.measure.silicon import _VTYPE, BlockCode, block_cycles, entry_vtypes, find_mca, mca_line, mca_version
+from pytest_rvv.measure.silicon import VTYPE, BlockCode, block_cycles, entry_vtypes, find_mca, mca_line, mca_version
 from pytest_rvv.measure.static import dispatch_key
 
 _NAME = re.compile(r"^(?P<mnemonic>.+)-e(?P<sew>\d+)(?P<lmul>mf?\d)$")
@@ -100,7 +100,7 @@ def _find(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, core
                 found["dispatches"].add(dispatch_key(insn.function))
                 hits.add((insn.mnemonic, lmul))
             if insn.mnemonic in ("vsetvli", "vsetivli"):
-                match = _VTYPE.search(insn.operands)
+                match = VTYPE.search(insn.operands)
                 sew, lmul = (match.group(1), match.group(2)) if match else ("", "")
             elif insn.mnemonic == "vsetvl":
                 sew, lmul = "", ""

@@ -41,7 +41,7 @@ WHAT_IT_IS = ("llvm-mca models issue, latency and throughput of each block, not 
 ITERATIONS = (10, 20)
 CHUNK = 500  # code regions per llvm-mca input (see region_cycles)
 _BRANCH = re.compile(r"^(?:b[a-z]*|j|jal|c\.b[a-z]*|c\.j|c\.jal)$")
-_VTYPE = re.compile(r"\be(8|16|32|64)\s*,\s*(mf[248]|m[1248])\b")
+VTYPE = re.compile(r"\be(8|16|32|64)\s*,\s*(mf[248]|m[1248])\b")  # a vset{i}vli's SEW and LMUL
 _ERROR = re.compile(r"^<stdin>:(\d+):\d+: error:", re.MULTILINE)
 _REGION = re.compile(r"^\[(\d+)\] Code Region - b(\d+)\s*$.*?^Total Cycles:\s+(\d+)", re.MULTILINE | re.DOTALL)
 
@@ -99,7 +99,7 @@ def entry_vtypes(instructions: Sequence[Instruction]) -> list[tuple[str, str]]:
             current, function = ("", ""), insn.function
         vtypes.append(current)
         if insn.mnemonic in ("vsetvli", "vsetivli"):
-            match = _VTYPE.search(insn.operands)
+            match = VTYPE.search(insn.operands)
             current = (match.group(1), match.group(2)) if match else ("", "")
         elif insn.mnemonic == "vsetvl":
             current = ("", "")
