@@ -196,6 +196,25 @@ def test_an_interrupted_update_leaves_the_old_baselines_intact(tmp_path, monkeyp
     assert [p.name for p in (tmp_path / "host").iterdir()] == ["m.json"]  # no half-written temporary left
 
 
+def test_dram_traffic_is_recorded_per_dispatch_and_a_move_within_the_model_s_noise_leaves_the_file_as_it_was(tmp_path):
+    def record(dram):
+        return PerfResult("mm", "t", {"iree_compile": "x"}, {"module_bytes": 1},
+                          traffic={"spacemit-x60": {"dispatch_0": {"dram_bytes": dram, "at_load": 0},
+                                                    "dispatch_1": {"dram_bytes": 5, "at_load": 1}}})
+
+    def write(dram):
+        return write_portable(tmp_path, [record(dram)], {"name": "m1"},
+                              lambda target, metrics: {"portable": metrics, "machine-bound": {}})
+
+    write(1_200_000)
+    stored = (tmp_path / "t" / "mm.json").read_bytes()
+    assert json.loads(stored)["traffic"] == {"spacemit-x60": {"dispatch_0": 1_200_000}}  # one call's dispatches
+    assert write(1_205_000)[0].startswith("unchanged ")  # +0.4 %: the cache model's run-to-run noise
+    assert (tmp_path / "t" / "mm.json").read_bytes() == stored
+    assert write(2_400_000)[0].endswith("mm.json: traffic")
+    assert load_baseline(tmp_path / "t" / "mm.json").traffic == {"spacemit-x60": {"dispatch_0": 2_400_000}}
+
+
 def test_a_damaged_baseline_is_one_clear_line(tmp_path):
     path = tmp_path / "m.json"
     path.write_text("{ not json")

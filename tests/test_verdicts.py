@@ -103,3 +103,41 @@ def test_a_disagreement_listed_as_an_expected_agreement_failure_is_xfailed(proje
     result = project.run("correctness/test_agreement.py", "--rvv-models=mlp", "--rvv-targets=host")
     result.assert_outcomes(xfailed=1)
     result.stdout.fnmatch_lines(["XFAIL correctness/test_agreement.py::test_matches_onnxruntime[[]mlp-host[]]*"])
+
+
+def dram_verdict(tmp_path, recorded: int, now: int, compiler: str = "x", added_work: float = 5.0, strict=False):
+    """One dispatch's modelled DRAM bytes in the baseline and now, everything else equal."""
+    from pytest_rvv.config.machine import this_machine
+    from pytest_rvv.config.targets import BUILTIN_TARGETS
+
+    def traffic(dram):
+        return {"spacemit-x60": {"dispatch_0_matmul": {"dram_bytes": dram, "at_load": 0},
+                                 "dispatch_1_pack": {"dram_bytes": 64_000, "at_load": 1}}}
+
+    baseline = Baseline("mm", "rv64gcv-zvl256b", {"iree_compile": "x"}, {"module_bytes": 10},
+                        traffic={"spacemit-x60": {"dispatch_0_matmul": recorded}})
+    now_result = PerfResult("mm", "rv64gcv-zvl256b", {"iree_compile": compiler}, {"module_bytes": 10},
+                            traffic=traffic(now))
+    applicable = ApplicableBaselines(baseline, tmp_path / "p.json", None, tmp_path / "m.json", ())
+    return judge(applicable, now_result, BUILTIN_TARGETS["rv64gcv-zvl256b"], tolerances(None, False),
+                 this_machine("box", "qemu"), strict=strict, added_work=added_work)
+
+
+def test_a_dispatch_whose_modelled_dram_traffic_doubles_is_named_and_fails_though_no_metric_moved(tmp_path):
+    doubled = dram_verdict(tmp_path, 1_200_000, 2_400_000)
+    assert doubled.decision.outcome == FAILED
+    assert "dispatch_0_matmul: DRAM traffic 1.2 MB -> 2.4 MB (+100 %)" in doubled.decision.message
+    assert doubled.decision.records["perf_rows"] == [("module_bytes", 10, 10, "ok")]  # no metric moved
+    upgraded = dram_verdict(tmp_path, 1_200_000, 2_400_000, compiler="y")  # after an upgrade too: added work
+    assert upgraded.decision.outcome == FAILED and upgraded.traffic.regressions
+
+
+def test_dram_traffic_within_the_cache_model_s_noise_or_an_upgrade_s_allowance_passes(tmp_path):
+    assert dram_verdict(tmp_path, 1_200_000, 1_210_000).decision.outcome == PASSED  # +0.8 %: noise
+    grown = dram_verdict(tmp_path, 1_200_000, 1_248_000)  # +4 %: beyond the noise
+    assert grown.decision.outcome == FAILED  # same toolchain: exact, beyond the noise
+    assert dram_verdict(tmp_path, 1_200_000, 1_248_000, compiler="y").decision.outcome == PASSED  # upgrade: churn
+    less = dram_verdict(tmp_path, 1_200_000, 600_000)
+    assert less.decision.outcome == PASSED and "DRAM traffic 1.2 MB -> 600 kB" in less.decision.records[
+        "improvements"][0]
+    assert dram_verdict(tmp_path, 1_200_000, 600_000, strict=True).decision.outcome == FAILED

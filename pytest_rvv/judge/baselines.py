@@ -12,6 +12,8 @@ from typing import Any
 
 from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.config.cores import cache_hierarchy
+from pytest_rvv.judge.gate import within_noise
 from pytest_rvv.measure.metrics import MACHINE_BOUND, PORTABLE
 from pytest_rvv.measure.performance import PerfResult
 
@@ -27,8 +29,8 @@ class Baseline:
     """A stored measurement of one model x target: a file under ``baselines/performance/``.
 
     ``to_json`` / ``from_json`` are its one (de)serialiser; the optional fields are None where the file has no such
-    key: a portable baseline has ``recorded_on`` (and ``silicon`` when estimated), a machine's has ``samples`` and
-    ``machine``.
+    key: a portable baseline has ``recorded_on`` (``silicon`` when estimated, ``traffic`` when its memory traffic was
+    modelled), a machine's has ``samples`` and ``machine``.
     """
 
     model: str
@@ -37,6 +39,7 @@ class Baseline:
     metrics: dict[str, float]
     recorded_on: str | None = None  # portable: the name of the machine that recorded it
     silicon: dict[str, dict[str, int]] | None = None  # portable: core -> estimated cycles per dispatch
+    traffic: dict[str, dict[str, int]] | None = None  # portable: core -> DRAM bytes per dispatch of one call
     samples: dict[str, list[float]] | None = None  # machine-bound: every timed run
     machine: dict[str, Any] | None = None  # machine-bound: the machine (config/machine.py Machine.as_json)
 
@@ -53,8 +56,8 @@ class Baseline:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"model": self.model, "target": self.target, "toolchain": self.toolchain,
                                 "metrics": self.metrics}
-        optional = {"recorded_on": self.recorded_on, "silicon": self.silicon, "samples": self.samples,
-                    "machine": self.machine}
+        optional = {"recorded_on": self.recorded_on, "silicon": self.silicon, "traffic": self.traffic,
+                    "samples": self.samples, "machine": self.machine}
         return data | {key: value for key, value in optional.items() if value is not None}
 
     @classmethod
@@ -62,7 +65,7 @@ class Baseline:
         toolchain = data.get("toolchain")
         return cls(data.get("model", ""), data.get("target", ""), toolchain if isinstance(toolchain, dict) else {},
                    data["metrics"], recorded_on=data.get("recorded_on"), silicon=data.get("silicon"),
-                   samples=data.get("samples"), machine=data.get("machine"))
+                   traffic=data.get("traffic"), samples=data.get("samples"), machine=data.get("machine"))
 
 
 def load_baseline(path: Path) -> Baseline | None:
@@ -89,6 +92,7 @@ def _write(path: Path, new: Baseline, compared: Callable[[Baseline], tuple[Any, 
     if old is None:
         return f"recorded  {path}"
     changed = sorted(k for k in new.metrics if old.metrics.get(k) != new.metrics[k])
+    changed += [name for name in ("silicon", "traffic") if getattr(old, name) != getattr(new, name)]
     return f"updated   {path}: {', '.join(changed) or 'toolchain'}"
 
 
@@ -104,8 +108,21 @@ def _steady(old: Baseline | None, new: dict[str, float], ratios: Mapping[str, fl
     return kept
 
 
+def _steady_traffic(old: Baseline | None, record: PerfResult) -> dict[str, dict[str, int]] | None:
+    """The record's DRAM bytes per dispatch and core, with the old value kept for each dispatch that moved within the
+    cache model's noise (judge/gate.py): re-recording elsewhere leaves the file byte-identical."""
+    before = (old.traffic or {}) if old is not None else {}
+    kept = {}
+    for core in record.traffic:
+        stored = before.get(core, {})
+        line = cache_hierarchy(core).l1d.line
+        kept[core] = {name: stored[name] if name in stored and within_noise(stored[name], now, line) else now
+                      for name, now in record.dram_per_dispatch(core).items()}
+    return kept or None
+
+
 def _portable_fields(baseline: Baseline) -> tuple[Any, ...]:
-    return baseline.metrics, baseline.toolchain, baseline.silicon
+    return baseline.metrics, baseline.toolchain, baseline.silicon, baseline.traffic
 
 
 def _machine_fields(baseline: Baseline) -> tuple[Any, ...]:
@@ -133,7 +150,8 @@ def write_baselines(root: Path, records: list[PerfResult], machine: dict[str, An
             old = load_baseline(path) if path.exists() else None
             # estimated cycles per dispatch: the dispatch-level diff of a failing estimate
             summary.append(_write(path, Baseline(model, target, toolchain, _steady(old, portable, ratios or {}),
-                                                 recorded_on=machine["name"], silicon=record.silicon or None),
+                                                 recorded_on=machine["name"], silicon=record.silicon or None,
+                                                 traffic=_steady_traffic(old, record)),
                                   _portable_fields))
         if bound:
             where = record.board or machine  # a board is a machine of its own

@@ -205,7 +205,7 @@ def check_traffic(result: GateResult, before: dict[str, dict[str, Any]], after: 
     for old_key, new_key in matching.pairs:
         old, new = before[old_key], after[new_key]
         b, a = int(old["dram_bytes"]), int(new["dram_bytes"])
-        if abs(a - b) <= max(b * DRAM_NOISE_PERCENT / 100, DRAM_NOISE_LINES * line):
+        if within_noise(b, a, line):
             continue
         counted = old.get("instructions"), new.get("instructions")
         work = (100 * (counted[1] - counted[0]) / counted[0] if counted[0] else 0.0) if None not in counted else None
@@ -217,6 +217,11 @@ def check_traffic(result: GateResult, before: dict[str, dict[str, Any]], after: 
             continue  # churn: within the upgrade's allowance
         (result.regressions if move.added > 0 else result.improvements).append(move.text())
     return moves
+
+
+def within_noise(before: int, after: int, line: int) -> bool:
+    """Whether a dispatch's DRAM bytes moved no further than the cache model's run-to-run noise (DRAM_NOISE)."""
+    return abs(after - before) <= max(before * DRAM_NOISE_PERCENT / 100, DRAM_NOISE_LINES * line)
 
 
 def bytes_text(n: int) -> str:

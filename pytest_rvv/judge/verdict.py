@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from pytest_rvv.config.cores import cache_hierarchy
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import Target
 from pytest_rvv.judge.applicable import RECORD_HINT, ApplicableBaselines
 from pytest_rvv.judge.baselines import Baseline
-from pytest_rvv.judge.gate import delta_text
+from pytest_rvv.judge.gate import GateResult, check_traffic, delta_text
 from pytest_rvv.judge.outcome import Verdict, failed, passed
 from pytest_rvv.judge.policy import CHANGED, EXACT, IMPROVED, OK, REGRESSED, TIME_METRICS, Row, compare, table
 from pytest_rvv.measure.matching import match_dispatches, pair_name
@@ -48,6 +49,7 @@ class PerfVerdict:
     upgrade: tuple[str, str] | None = None  # (recorded with, now) when the toolchain changed
     portable_missing: bool = False  # portable metrics measured, no portable baseline recorded
     strict: bool = False  # --rvv-strict-baselines: any difference, and a missing baseline, fails
+    traffic: GateResult = field(default_factory=GateResult)  # DRAM bytes per dispatch vs the baseline's (rule (g))
 
     @property
     def rows(self) -> list[Row]:
@@ -55,18 +57,18 @@ class PerfVerdict:
 
     @property
     def regressed(self) -> bool:
-        return any(r.status == REGRESSED for r in self.rows)
+        return any(r.status == REGRESSED for r in self.rows) or bool(self.traffic.regressions)
 
     @property
     def differs(self) -> bool:
-        return any(r.differs for r in self.rows)
+        return any(r.differs for r in self.rows) or bool(self.traffic.regressions or self.traffic.improvements)
 
     @property
     def improvements(self) -> list[str]:
         better = [r for r in self.rows if r.status == IMPROVED]
-        if not better:
+        if not better and not self.traffic.improvements:
             return []
-        listed = ", ".join(f"{r.metric} {r.change()}" for r in better)
+        listed = ", ".join([f"{r.metric} {r.change()}" for r in better] + self.traffic.improvements)
         return [f"{self.model} on {self.target}: {listed} (record: {RECORD_HINT} -k '{self.model}-{self.target}')"]
 
     @property
@@ -90,6 +92,9 @@ class PerfVerdict:
             parts.append(f"portable metrics vs {self.portable_path}:\n{table(self.portable)}")
         if self.machine_bound:
             parts.append(f"machine-bound metrics vs {self.machine_path}:\n{table(self.machine_bound)}")
+        if self.traffic.regressions:
+            parts.append(f"modelled DRAM traffic per dispatch vs {self.portable_path}, most added first:\n"
+                         + "\n".join(f"  {line}" for line in self.traffic.regressions))
         return "\n".join(parts + self.notes)
 
 
@@ -162,6 +167,22 @@ def _silicon_by_dispatch(rows: list[Row], baseline: Baseline, result: PerfResult
     return lines
 
 
+def _traffic_review(baseline: Baseline, result: PerfResult, added_work: float | None) -> tuple[GateResult, list[str]]:
+    """Rule (g) of judge/gate.py on each core whose DRAM bytes per dispatch the baseline holds: a dispatch whose
+    modelled DRAM traffic grew beyond ``added_work`` percent (None: any move) and the noise is named and fails. With
+    the notes for a recorded core this run did not model."""
+    review, notes = GateResult(), []
+    for core, recorded in sorted((baseline.traffic or {}).items()):
+        now = result.dram_per_dispatch(core)
+        if not now:
+            notes.append(f"DRAM traffic on {core} is in the baseline but was not modelled in this run, so not gated "
+                         "(the kernel suite models it; model cells with --rvv-wall-time)")
+            continue
+        check_traffic(review, {name: {"dram_bytes": n} for name, n in recorded.items()},
+                      {name: {"dram_bytes": n} for name, n in now.items()}, cache_hierarchy(core).l1d.line, added_work)
+    return review, notes
+
+
 def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, limits: Mapping[str, float],
           machine: Machine, strict: bool = False, added_work: float = 5.0) -> PerfVerdict:
     """Compare ``result`` with the baselines in ``applicable`` that apply on ``machine``.
@@ -183,6 +204,9 @@ def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, l
             if not strict:
                 verdict.portable = upgrade_review(verdict.portable, added_work)
         verdict.notes += _silicon_by_dispatch(verdict.portable, applicable.portable, result)
+        exact = strict or verdict.upgrade is None  # an unchanged toolchain moves no DRAM byte beyond the noise
+        verdict.traffic, unmodelled = _traffic_review(applicable.portable, result, None if exact else added_work)
+        verdict.notes += unmodelled
         unmeasured = sorted(m for m in applicable.portable.metrics
                             if m not in portable_now and kind_of(m, target) != DIAGNOSTIC)
         if unmeasured:  # never a silent hole in the gate: say which recorded metrics this run did not measure

@@ -152,6 +152,11 @@ class PerfResult:
         called = [d for d in dispatches.values() if not d.get("at_load")]
         return {name: sum(d[name] for d in called) for name in TRAFFIC_FIGURES}
 
+    def dram_per_dispatch(self, core: str) -> dict[str, int]:
+        """DRAM bytes of each dispatch one call runs, on ``core``'s modelled caches (those that ran only while the
+        module loaded left out); empty when not measured."""
+        return {name: int(d["dram_bytes"]) for name, d in self.traffic.get(core, {}).items() if not d.get("at_load")}
+
     def per_call_cycles(self, core: str) -> float | None:
         """Estimated cycles of one call on ``core``: the run's, less what loading the module does once."""
         total = self.metrics.get(silicon_metric(core))
