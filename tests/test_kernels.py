@@ -311,10 +311,21 @@ def test_a_published_row_is_a_test_only_where_both_its_cells_are_selected():
     assert ids("64x64x64,i8") == [] and ids("1024x1024x1024,f16") == []
     assert ids("1024x1024x1024,f16-via-f32") == ["f16-via-f32-1024x1024x1024-default-over-mmt4d"]
     assert len(ids("ci,1024x1024x1024,f16-via-f32")) == len(PUBLISHED) - 1 == 5
-    assert ids("pr22231,default,mmt4d") == ["f16-via-f32-1024x1024x1024-default-over-mmt4d",
-                                            "f16-via-f32-2048x2048x2048-default-over-mmt4d"]
+    assert ids("pr22231") == ids("pr22231,default,mmt4d") == ["f16-via-f32-1024x1024x1024-default-over-mmt4d",
+                                                               "f16-via-f32-2048x2048x2048-default-over-mmt4d"]
     assert ids("pr22231,mmt4d") == []  # path names narrow the cells: a row needs both of its paths
     assert set(WALL_MISSES) <= {(p.row, p.shape) for p in PUBLISHED}  # each known miss names a published row
+
+
+def test_a_selection_can_run_only_the_paths_its_rows_compare_and_path_names_narrow_any():
+    def cells(selection):
+        return sorted((c.shape.name, c.path) for c in kernels({}, selection, BUILTIN_TARGETS).cells)
+
+    assert cells("pr22231") == [(s, p) for s in ("1024x1024x1024", "2048x2048x2048") for p in ("default", "mmt4d")]
+    whole = cells("1024x1024x1024,f16-via-f32,pr22231")  # a word that selects the pair whole keeps all its paths
+    assert [p for s, p in whole if s == "1024x1024x1024"] == ["data-tiled", "default", "inner-tiled", "mmt4d"]
+    assert [p for s, p in whole if s == "2048x2048x2048"] == ["default", "mmt4d"]
+    assert {p for _, p in cells("ci,mmt4d")} == {"mmt4d"}
 
 
 def test_the_dashboard_ranks_nothing_it_did_not_measure():

@@ -48,10 +48,11 @@ SELECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # name: (sha
     "decode": (_DECODE, ("f32", "f16-via-f32", "i8")),
     "llm": (tuple(n for n, s in SHAPES.items() if s.origin.startswith(("Llama", "Qwen"))), tuple(ROWS)),
     "all": (tuple(SHAPES), tuple(ROWS)),
-    # iree PR 22231's single-thread f16 rows (report/kernels.py PUBLISHED): an opt-in calibration step, about 40 min
-    # on 2 cores cold with the paths named (pr22231,default,mmt4d); docs/kernels.md
+    # iree PR 22231's single-thread f16 rows (report/kernels.py PUBLISHED), on the two paths they compare: an opt-in
+    # calibration step (its 2048^3 cells: 17.5 min on 2 cores cold); docs/kernels.md
     "pr22231": (("1024x1024x1024", "2048x2048x2048"), ("f16-via-f32",)),
 }
+SELECTION_PATHS = {"pr22231": ("default", "mmt4d")}  # a selection that runs only some paths of its cells
 _KEYS = {"shapes", "rows", "paths"}
 
 
@@ -103,6 +104,12 @@ def kernels(table: Mapping[str, Any], selection: str | None, known: Mapping[str,
     words = [w.strip() for w in (selection or "").split(",") if w.strip()]
     named_paths = tuple(w for w in words if w in PATHS)  # path names narrow the selection to those paths
     chosen = _selection(",".join(w for w in words if w not in PATHS), shapes, rows) if words else set()
+    narrowed = {(s, r): SELECTION_PATHS[w] for w in words if w in SELECTION_PATHS
+                for s in SELECTIONS[w][0] for r in SELECTIONS[w][1]}
+    for w in words:  # a pair another word selects whole is not narrowed
+        if w not in SELECTION_PATHS and w not in PATHS:
+            for pair in _selection(w, shapes, rows):
+                narrowed.pop(pair, None)
     cells, every_id = [], set()
     for row in rows.values():
         family = twins.get(row.target, {"default": row.target})
@@ -113,7 +120,8 @@ def kernels(table: Mapping[str, Any], selection: str | None, known: Mapping[str,
                     continue
                 cell = KernelCell(row.name, s, path, model, known[family[path]])
                 every_id.add(cell.id)
-                if (shape_name, row.name) in chosen and (not named_paths or path in named_paths):
+                pair = (shape_name, row.name)
+                if pair in chosen and (not named_paths or path in named_paths) and path in narrowed.get(pair, paths):
                     cells.append(cell)
     return Kernels(shapes, rows, paths, tuple(cells), frozenset(every_id))
 
