@@ -158,6 +158,15 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RvvPr
 
 
 @pytest.fixture
+def kernel_project(project: RvvProject) -> RvvProject:
+    """A project with the kernel suite (suites/kernels/, without its snapshots) and one user model."""
+    project.write(models=("gemm",), suite=False)
+    shutil.copytree(SUITES / "kernels", project.path / "kernels", ignore=shutil.ignore_patterns("__pycache__",
+                                                                                                  "__snapshots__"))
+    return project
+
+
+@pytest.fixture
 def without_riscv64_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """A tools folder with the setup's QEMU but no riscv64 runtime, no IREE source and no git host (a machine
     where setup built none)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import jsonschema
 import pytest
@@ -15,8 +14,6 @@ from pytest_rvv.config.targets import BUILTIN_TARGETS, target_from_table
 from pytest_rvv.model.kernels import SHAPES
 from pytest_rvv.report.kernels import calibration, dashboard
 from pytest_rvv.report.results import schema
-
-from .conftest import SUITES
 
 
 def test_ci_selection_is_iree_issue_24932s_shapes_on_every_row_and_path():
@@ -81,14 +78,6 @@ def test_a_user_shape_row_and_paths_come_from_the_table():
 def test_bad_kernel_input_is_one_line_naming_the_table_and_the_fix(table, selection, message):
     with pytest.raises(ConfigError, match=message):
         kernels(table, selection, BUILTIN_TARGETS)
-
-
-@pytest.fixture
-def kernel_project(project):
-    project.write(models=("gemm",), suite=False)
-    shutil.copytree(SUITES / "kernels", project.path / "kernels", ignore=shutil.ignore_patterns("__pycache__",
-                                                                                                  "__snapshots__"))
-    return project
 
 
 def test_without_a_selection_the_kernel_suite_is_deselected_and_says_how_to_run_it(kernel_project):

@@ -103,14 +103,6 @@ def test_a_wall_time_column_appears_only_when_measured(performance_project, tmp_
         ("mlp", t): {"spacemit-x60": w} for t, w in wall.items()}
 
 
-@pytest.fixture
-def kernel_project(project):
-    project.write(models=("gemm",), suite=False)
-    shutil.copytree(SUITES / "kernels", project.path / "kernels", ignore=shutil.ignore_patterns("__pycache__",
-                                                                                                  "__snapshots__"))
-    return project
-
-
 def test_an_estimate_resting_on_vmacc_at_m4_is_marked_in_its_row(kernel_project, tmp_path):
     """i8 64x64x64's default and data-tiled paths multiply-accumulate with vmacc.vv at e32,m4, whose latency LLVM
     22's X60 model gets 2x wrong (measure/calibration.py): their X60 estimates carry the mark and a legend names the

@@ -22,9 +22,16 @@ from pytest_rvv.base.store import Store, content_sha, digest, source_digest
 from pytest_rvv.config.cores import Core
 from pytest_rvv.config.targets import RISCV64
 from pytest_rvv.measure.calibration import MODEL_ERRORS
-from pytest_rvv.measure.counts import ExecutedCounts, walk_blocks
-from pytest_rvv.measure.disassembly import OUTSIDE
-from pytest_rvv.measure.silicon import VTYPE, BlockCode, block_cycles, entry_vtypes, find_mca, mca_line, mca_version
+from pytest_rvv.measure.counts import ExecutedCounts
+from pytest_rvv.measure.silicon import (
+    BlockCode,
+    block_cycles,
+    dispatch_blocks,
+    find_mca,
+    mca_line,
+    mca_version,
+    next_vtype,
+)
 from pytest_rvv.measure.static import dispatch_key
 
 _NAME = re.compile(r"^(?P<mnemonic>.+)-e(?P<sew>\d+)(?P<lmul>mf?\d)$")
@@ -82,14 +89,7 @@ def _find(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, core
     wanted = {(e.mnemonic, e.lmul) for e in errors}
     seen: dict[tuple[str, str], dict[str, Any]] = {}
     blocks: dict[tuple[str, str], list[tuple[BlockCode, int]]] = {}
-    vtypes: dict[int, list[tuple[str, str]]] = {}
-    for block, instructions, i in walk_blocks(counts, executables, arch):
-        body = instructions[i:i + block.n_insns]
-        if not body or body[0].function == OUTSIDE:
-            continue
-        if id(instructions) not in vtypes:
-            vtypes[id(instructions)] = entry_vtypes(instructions)
-        entry = vtypes[id(instructions)][i]
+    for block, body, entry in dispatch_blocks(counts, executables, arch):
         sew, lmul = entry
         hits: set[tuple[str, str]] = set()
         for insn in body:
@@ -99,11 +99,7 @@ def _find(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, core
                 found["sews"].add(sew)
                 found["dispatches"].add(dispatch_key(insn.function))
                 hits.add((insn.mnemonic, lmul))
-            if insn.mnemonic in ("vsetvli", "vsetivli"):
-                match = VTYPE.search(insn.operands)
-                sew, lmul = (match.group(1), match.group(2)) if match else ("", "")
-            elif insn.mnemonic == "vsetvl":
-                sew, lmul = "", ""
+            sew, lmul = next_vtype((sew, lmul), insn)
         for hit in hits:  # the block as the estimator gave it to llvm-mca (the vtype at its entry)
             blocks.setdefault(hit, []).append((BlockCode(tuple(mca_line(insn) for insn in body), *entry), block.execs))
     result: dict[str, list[dict[str, Any]]] = {}

@@ -18,7 +18,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +28,7 @@ from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.base.store import Store, content_sha, digest, source_digest
 from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.config.cores import Core
-from pytest_rvv.measure.counts import ExecutedCounts, walk_blocks
+from pytest_rvv.measure.counts import Block, ExecutedCounts, walk_blocks
 from pytest_rvv.measure.disassembly import OUTSIDE, Instruction
 from pytest_rvv.measure.static import dispatch_key
 
@@ -89,6 +89,14 @@ def mca_line(insn: Instruction) -> str:
     return f"{insn.mnemonic} {operands}".strip()
 
 
+def next_vtype(current: tuple[str, str], insn: Instruction) -> tuple[str, str]:
+    """(SEW, LMUL) after ``insn``: what a vsetvli/vsetivli sets, ("", "") after a vsetvl (vtype from a register)."""
+    if insn.mnemonic in ("vsetvli", "vsetivli"):
+        match = VTYPE.search(insn.operands)
+        return (match.group(1), match.group(2)) if match else ("", "")
+    return ("", "") if insn.mnemonic == "vsetvl" else current
+
+
 def entry_vtypes(instructions: Sequence[Instruction]) -> list[tuple[str, str]]:
     """For each instruction, (SEW, LMUL) set by the nearest vsetvli/vsetivli before it in its function
     (("", "") when none, or when a vsetvl took vtype from a register)."""
@@ -98,12 +106,22 @@ def entry_vtypes(instructions: Sequence[Instruction]) -> list[tuple[str, str]]:
         if insn.function != function:
             current, function = ("", ""), insn.function
         vtypes.append(current)
-        if insn.mnemonic in ("vsetvli", "vsetivli"):
-            match = VTYPE.search(insn.operands)
-            current = (match.group(1), match.group(2)) if match else ("", "")
-        elif insn.mnemonic == "vsetvl":
-            current = ("", "")
+        current = next_vtype(current, insn)
     return vtypes
+
+
+def dispatch_blocks(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str
+                    ) -> Iterator[tuple[Block, Sequence[Instruction], tuple[str, str]]]:
+    """Every executed block of dispatch code: the block, its instructions and the (SEW, LMUL) in force at its entry
+    (what the estimator gives llvm-mca)."""
+    vtypes: dict[int, list[tuple[str, str]]] = {}  # per library (its instruction list)
+    for block, instructions, i in walk_blocks(counts, executables, arch):
+        body = instructions[i:i + block.n_insns]
+        if not body or body[0].function == OUTSIDE:
+            continue
+        if id(instructions) not in vtypes:
+            vtypes[id(instructions)] = entry_vtypes(instructions)
+        yield block, body, vtypes[id(instructions)][i]
 
 
 @dataclass
@@ -215,14 +233,7 @@ def estimate(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, c
         return {}
     mca = find_mca()
     executed: list[tuple[str, BlockCode, int]] = []
-    vtypes: dict[int, list[tuple[str, str]]] = {}  # per library (its instruction list)
-    for block, instructions, i in walk_blocks(counts, executables, arch):
-        body = instructions[i:i + block.n_insns]
-        if not body or body[0].function == OUTSIDE:
-            continue
-        if id(instructions) not in vtypes:
-            vtypes[id(instructions)] = entry_vtypes(instructions)
-        sew, lmul = vtypes[id(instructions)][i]
+    for block, body, (sew, lmul) in dispatch_blocks(counts, executables, arch):
         code = BlockCode(tuple(mca_line(insn) for insn in body), sew, lmul)
         executed.append((dispatch_key(body[0].function), code, block.execs))
     results = {}
