@@ -18,7 +18,6 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -182,8 +181,8 @@ class RuntimeCost:
     ``per_workgroup``, what runs around each call of a dispatch function (claiming the tile, the call into the
     library: WORKGROUP_PATH), over the workgroups; ``per_dispatch``, what the worker threads execute besides the
     workgroups, their start-up and copies (being woken, looking for work, retiring the region, sleeping again), over
-    the dispatches: the median worker's, times the workers (None at one thread: local-sync has no workers, its main
-    thread's VM work is not separable)."""
+    the dispatches: the least any worker executed, times the workers (None at one thread: local-sync has no workers,
+    its main thread's VM work is not separable)."""
 
     workgroups: int
     dispatches: int
@@ -235,10 +234,12 @@ class ThreadProfile:
         per_workgroup = path / workgroups if workgroups and self.symbols else None
         per_dispatch = per_worker = None
         if self.threads > 1 and ran and self.symbols:
-            # the median worker's: an idle worker spins until a deadline in host time (IREE's warm-compute spin,
-            # runtime/src/iree/task/worker.c), so a waiting worker's count grows with the host's load, not the work
-            # (measured: 1.5k-2.8k instructions per worker and dispatch at 64^3, and 450k-770k in 2 of 8 runs)
-            per_worker = statistics.median(self.runtime.get(t, {}).get("other", 0) for t in self.workers) / ran
+            # the least any worker executed: an idle worker spins while it waits (IREE's warm-compute spin,
+            # runtime/src/iree/task/worker.c, 10 us deadlines in host time that the busy workers keep extending), so
+            # a waiting worker's count grows with the emulated duration of the others' work, not with the runtime's
+            # (measured at 8 threads: 81x41x19 inner-tiled, one worker took every workgroup and six spun 1.7M-8.6M
+            # instructions, while the busy one executed 9.4k outside its workgroups over 3 dispatches)
+            per_worker = min(self.runtime.get(t, {}).get("other", 0) for t in self.workers) / ran
             per_dispatch = per_worker * self.threads
         copies = sum(r.get("copies", 0) for r in self.runtime.values())
         main = self.outside(0) - self.runtime.get(0, {}).get("copies", 0)

@@ -105,11 +105,11 @@ _SCALAR_PACKS = ("the =all side runs IREE's generic scalar pack/unpack ukernels 
                  "instructions")
 WALL_MISSES: dict[tuple[str, str], str] = {
     ("f32", "64x64x64"): f"{_SCALAR_PACKS} (385k / 111k) and no L2 miss occurs at 64^3: compute-bound on both sides, "
-                         "the model cannot make inner-tiled slower (est. 0.33x, board 1.02-1.07); see docs/kernels.md",
+                         "the model cannot make inner-tiled slower (est. 0.32x, board 1.02-1.07); see docs/kernels.md",
     ("f32", "256x256x256"): f"{_SCALAR_PACKS}; at 256^3 both sides stay compute-bound (2.1 / 2.7 MB from DRAM per "
                             "call): est. 0.68x, board 1.78-1.85; see docs/kernels.md",
     ("f32", "81x41x19"): f"{_SCALAR_PACKS} and no L2 miss occurs at 81x41x19: compute-bound on both sides "
-                         "(est. 0.29x, board 0.82-0.90); see docs/kernels.md",
+                         "(est. 0.33x, board 0.82-0.90); see docs/kernels.md",
     ("f16-via-f32", "2048x2048x2048"): "est. 3.82x (10589 / 2769 ms), board 8.35 (15326 / 1835 ms): the mmt4d side "
                                        "streams 1.06 GB per call from DRAM (16.4 M L2 misses) and the model, with no "
                                        "prefetcher, charges each miss its latency: 1470 ms of stalls and runtime work "
