@@ -121,7 +121,7 @@ def test_a_dispatch_that_adds_no_instructions_but_doubles_its_dram_traffic_fails
     before = traffic(dispatch_0_pack=(400_000, 5_000), dispatch_1_matmul=(1_200_000, 90_000), dispatch_2_add=(0, 10))
     after = traffic(dispatch_0_pack=(800_000, 5_000), dispatch_1_matmul=(2_400_000, 90_000), dispatch_2_add=(0, 10))
     result = GateResult()
-    moves = check_traffic(result, before, after, 64, added_work=5.0)
+    moves = check_traffic(result, before, after, 64)
     assert result.regressions == [
         "dispatch_1_matmul: DRAM traffic 1.2 MB -> 2.4 MB (+100 %), executed instructions +0.0 %",
         "dispatch_0_pack: DRAM traffic 400 kB -> 800 kB (+100 %), executed instructions +0.0 %"]
@@ -129,27 +129,34 @@ def test_a_dispatch_that_adds_no_instructions_but_doubles_its_dram_traffic_fails
     assert not result.ok
 
 
-def test_dram_traffic_within_the_added_work_allowance_is_churn_and_less_is_an_improvement():
+def test_dram_traffic_below_half_again_is_a_named_change_and_a_third_less_an_improvement():
+    """The cache model's figures move with the memory layout (+4 % measured between two environments): a move beyond
+    the noise but below +50 % is named as a change and never fails; growing by half again fails."""
     before = traffic(dispatch_0=(1_000_000, 100), dispatch_1=(1_000_000, 100))
     within = GateResult()
-    moves = check_traffic(within, before, traffic(dispatch_0=(1_040_000, 100), dispatch_1=(1_000_000, 100)), 64, 5.0)
-    assert within.ok and not within.improvements and [m.name for m in moves] == ["dispatch_0"]  # moved, allowed
+    moves = check_traffic(within, before, traffic(dispatch_0=(1_400_000, 100), dispatch_1=(1_000_000, 100)), 64)
+    assert within.ok and not within.improvements and [m.name for m in moves] == ["dispatch_0"]
+    assert within.changes == ["dispatch_0: DRAM traffic 1 MB -> 1.4 MB (+40 %), executed instructions +0.0 %"]
+    grown = GateResult()
+    check_traffic(grown, before, traffic(dispatch_0=(1_500_000, 100), dispatch_1=(1_000_000, 100)), 64)
+    assert grown.regressions == ["dispatch_0: DRAM traffic 1 MB -> 1.5 MB (+50 %), executed instructions +0.0 %"]
     less = GateResult()
-    check_traffic(less, before, traffic(dispatch_0=(500_000, 90), dispatch_1=(1_000_000, 100)), 64, 5.0)
+    check_traffic(less, before, traffic(dispatch_0=(500_000, 90), dispatch_1=(1_000_000, 100)), 64)
     assert less.ok and less.improvements == [
         "dispatch_0: DRAM traffic 1 MB -> 500 kB (-50 %), executed instructions -10.0 %"]
 
 
-def test_dram_traffic_is_judged_beyond_the_cache_models_measured_noise_even_where_the_rule_is_exact():
+def test_dram_traffic_within_the_cache_models_measured_noise_is_never_named():
     """Bytes and accesses are exact; the modelled misses move by up to 0.88 % (97 lines) from run to run: a move within
-    DRAM_NOISE_PERCENT and DRAM_NOISE_LINES is never named, one beyond both is, exactly (strict: no allowance)."""
+    DRAM_NOISE_PERCENT and DRAM_NOISE_LINES is never named, one beyond both is named as a change."""
     before = traffic(dispatch_0=(1_000_000, 100), dispatch_1=(10_000, 100))
     noise = traffic(dispatch_0=(1_000_000 + 64 * 97, 100), dispatch_1=(10_000 + 64 * (DRAM_NOISE_LINES - 1), 100))
     exact = GateResult()
-    assert check_traffic(exact, before, noise, 64, added_work=None) == [] and exact.ok
+    assert check_traffic(exact, before, noise, 64) == [] and exact.ok and not exact.changes
     beyond = GateResult()
-    check_traffic(beyond, before, traffic(dispatch_0=(1_030_000, 100), dispatch_1=(10_000, 101)), 64, None)
-    assert beyond.regressions == ["dispatch_0: DRAM traffic 1 MB -> 1.03 MB (+3 %), executed instructions +0.0 %"]
+    check_traffic(beyond, before, traffic(dispatch_0=(1_030_000, 100), dispatch_1=(10_000, 101)), 64)
+    assert beyond.ok and beyond.changes == [
+        "dispatch_0: DRAM traffic 1 MB -> 1.03 MB (+3 %), executed instructions +0.0 %"]
     assert 1_000_000 * DRAM_NOISE_PERCENT / 100 < 30_000 and 64 * DRAM_NOISE_LINES > 64 * 97
 
 
@@ -157,6 +164,6 @@ def test_dram_traffic_is_matched_across_renumbering_and_a_dispatch_without_count
     before = {"dispatch_3_matmul_4x4_f32": {"dram_bytes": 200_000}}
     after = {"dispatch_2_matmul_4x4_f32": {"dram_bytes": 600_000}}
     result = GateResult()
-    check_traffic(result, before, after, 64, 5.0)
+    check_traffic(result, before, after, 64)
     assert result.regressions == ["dispatch_3_matmul_4x4_f32 -> dispatch_2_matmul_4x4_f32: DRAM traffic 200 kB -> "
                                   "600 kB (+200 %)"]
