@@ -17,10 +17,11 @@ from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, RvvError, To
 from pytest_rvv.base.record import leave
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.repro import write_repro
-from pytest_rvv.config.cores import CORES
+from pytest_rvv.config.cores import CORES, WallRequest
 from pytest_rvv.config.kernels import CORE as KERNEL_CORE
 from pytest_rvv.config.kernels import MARK as KERNEL_CELLS
 from pytest_rvv.config.kernels import WALL as KERNEL_WALL
+from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.conformance.batch import NodeBatches
 from pytest_rvv.conformance.check import NodeTestFailure, run_node_test, tolerance_for
@@ -206,11 +207,8 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             # every silicon run calibrates: the in-core estimate, and the est. wall time measured on an emulated twin
             twin = _emulated_twin(rvv_session, rvv_model, rvv_target, result) if estimate else None
             result.calibration = calibration_point(result, core, estimate, cell.runner.capabilities.threads, twin)
-        # memory traffic and est. wall time: always for the kernel suite's cells, for others on --rvv-wall-time
-        if request.node.get_closest_marker(KERNEL_CELLS) is not None:
-            add_traffic(cell, result, KERNEL_WALL)
-        elif settings.wall_time is not None:
-            add_traffic(cell, result, settings.wall_time)
+        if (wall := _wall_request(request, settings)) is not None:
+            add_traffic(cell, result, wall)
         leave(record_property, performance=result.to_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show
             record_property(f"rvv.{metric}", value)
@@ -226,6 +224,12 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         return result
 
     return check
+
+
+def _wall_request(request: pytest.FixtureRequest, settings: Settings) -> WallRequest | None:
+    """Where a cell's memory traffic and est. wall time are measured (measure/performance.py ``add_traffic``, on both
+    sides of a comparison too): always for the kernel suite's cells, for the others on --rvv-wall-time."""
+    return KERNEL_WALL if request.node.get_closest_marker(KERNEL_CELLS) is not None else settings.wall_time
 
 
 def _emulated_twin(session: RvvSession, model: Model, target: Target, result: PerfResult) -> Cell | None:
@@ -308,11 +312,9 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
             limits = tolerances(settings.tolerances, under_xdist=hasattr(request.config, "workerinput"))
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
-        # memory traffic on both sides where rvv_performance measures it: the kernel suite's cells, --rvv-wall-time
-        wall = KERNEL_WALL if request.node.get_closest_marker(KERNEL_CELLS) is not None else settings.wall_time
         comparison = compare_toolchains(rvv_session, reference, rvv_model, rvv_target, settings.perf_repeat,
                                         limits, settings.added_work_percent, strict, settings.max_vector_share_drop,
-                                        wall)
+                                        _wall_request(request, settings))
         _judged(agreement_verdict(comparison.disagreement), record_property)
         record = comparison.summary()
         if request.config.getoption("rvv_report"):  # the report file holds every change and the whole asm diff
