@@ -230,14 +230,19 @@ def _traffic(path: dict[str, Any] | None) -> str:
 WALL_AT = "8"  # the dashboard's many-thread column (a K1's 8 cores)
 
 
+def wall_text(ms: dict[str, float], bound_by: dict[str, str], threads: Sequence[str], mark: str = "") -> str:
+    """Est. wall ms of one call at each of ``threads`` and what bounds it (one bound when all share it):
+    ``12.350 / 1.655 (DRAM)``; ``mark`` after the figures."""
+    figures = " / ".join("-" if t not in ms else f"{ms[t]:.3f}" for t in threads)
+    bounds = " / ".join(dict.fromkeys(bound_by.get(t, "-") for t in threads))
+    return f"{figures}{mark} ({bounds})"
+
+
 def _wall(path: dict[str, Any] | None) -> str:
     """Est. wall ms of one call at 1 and ``WALL_AT`` threads and what bounds it at each, or - when not measured."""
     if path is None or "est_wall_ms" not in path:
         return "-"
-    ms, bound = path["est_wall_ms"], path["bound_by"]
-    figures = " / ".join("-" if t not in ms else f"{ms[t]:.3f}" for t in ("1", WALL_AT))
-    bounds = " / ".join(dict.fromkeys(bound.get(t, "-") for t in ("1", WALL_AT)))
-    return f"{figures} ({bounds})"
+    return wall_text(path["est_wall_ms"], path["bound_by"], ("1", WALL_AT))
 
 
 def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -124,9 +124,8 @@ def wall_cell(record: PerfResult, core: str, threads: list[str], mark: str = "")
     walls = record.wall.get(core)
     if not walls:
         return "-"
-    figures = " / ".join(f"{walls[t]['seconds'] * 1e3:.3f}" if t in walls else "-" for t in threads)
-    bounds = " / ".join(dict.fromkeys(walls[t]["bound_by"] if t in walls else "-" for t in threads))
-    return f"{figures}{mark} ({bounds})"
+    return kernels.wall_text({t: w["seconds"] * 1e3 for t, w in walls.items()},
+                             {t: w["bound_by"] for t, w in walls.items()}, threads, mark)
 
 
 def wall_header(core: Core, threads: list[str]) -> str:
