@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.store import content_sha, digest
 from pytest_rvv.measure.agreement import compare
 from pytest_rvv.run.qemu_plugin import check_plugin_support
+from pytest_rvv.run.recorded import emulated_identity, inputs_digest
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import Cell, Oracle
 
@@ -34,13 +33,10 @@ def plugin_run(cell: Cell, runner: Runner, oracle: Oracle, workdir: Path, *, nam
     """Run ``cell``'s module on ``runner`` under QEMU with ``plugin`` (``qemu_args(out)`` loads it writing ``out``),
     once per content: module, runtime, QEMU and its CPU, plugin, inputs and ``key`` (what else decides the result).
     ``what`` names the run in a disagreement ("in the traced run", "with 4 threads")."""
-    qemu = runner.emulator()
-    check_plugin_support(qemu)
+    check_plugin_support(runner.emulator())
     artifact = cell.artifact
-    inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in oracle.inputs])
-    entry_key = digest([recipe, content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
-                        str(runner.runtime.sysroot), content_sha(qemu.path), runner.target.emulator_cpu,
-                        content_sha(plugin), *key, inputs_key])
+    entry_key = digest([recipe, *emulated_identity(artifact, runner), content_sha(plugin), *key,
+                        inputs_digest(oracle.inputs)])
 
     def emulate(tmp: Path) -> dict[str, Any]:
         started = time.monotonic()

@@ -29,7 +29,7 @@ from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.run.ort_harness import PeerRun, build_harness, run_harness
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
-from pytest_rvv.run.recorded import rss_probe
+from pytest_rvv.run.recorded import inputs_digest, rss_probe
 from pytest_rvv.run.runner import Capabilities
 from pytest_rvv.toolchain.peer_ort import MARKER, SUITE, PeerSysroot, prepare_sysroot
 
@@ -129,8 +129,7 @@ class PeerRuns:
         else:
             check_plugin_support(runner.qemu)
             helper = build_plugin(self.store)
-        inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in inputs])
-        key = digest([RECIPE, kind, *runner.identity(), content_sha(model), content_sha(helper), inputs_key,
+        key = digest([RECIPE, kind, *runner.identity(), content_sha(model), content_sha(helper), inputs_digest(inputs),
                       optimizations, str(num_outputs)])
 
         def emulate(into: Path) -> dict[str, Any]:

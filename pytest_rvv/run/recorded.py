@@ -64,16 +64,25 @@ class RecordedRun:
     cached: bool  # True when it came from the store (its time was measured by an earlier session)
 
 
+def inputs_digest(inputs: list[np.ndarray]) -> str:
+    """The digest of a run's inputs: each one's dtype, shape and bytes."""
+    return digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in inputs])
+
+
+def emulated_identity(artifact: Artifact, runner: Runner) -> list[str]:
+    """What decides an emulated run of ``artifact`` besides its inputs and helper: the module's bytes and function,
+    the runtime and its sysroot, QEMU and its CPU flags."""
+    return [content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
+            str(runner.runtime.sysroot), content_sha(runner.emulator().path), runner.target.emulator_cpu]
+
+
 def run_key(kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray],
             helper: Path | None) -> str:
     """Everything that decides a run's results: module bytes, runtime, QEMU and its CPU flags, helper, inputs."""
     if not runner.capabilities.recorded:
         raise ValueError(f"only emulated runs are recorded: {runner.target.name} runs {runner.where}")
-    qemu = runner.emulator()
-    inputs_key = digest([f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes() for a in inputs])
-    return digest([RECIPE, kind, content_sha(artifact.path), artifact.function, content_sha(runner.runtime.executable),
-                   str(runner.runtime.sysroot), content_sha(qemu.path), runner.target.emulator_cpu,
-                   content_sha(helper) if helper else "", inputs_key])
+    return digest([RECIPE, kind, *emulated_identity(artifact, runner), content_sha(helper) if helper else "",
+                   inputs_digest(inputs)])
 
 
 class RecordedRuns:
