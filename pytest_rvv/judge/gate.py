@@ -23,7 +23,10 @@ Rules:
     (it is added work of the memory system), named with its DRAM bytes before and after and its executed
     instructions' change, most added DRAM bytes first; as much less is an improvement; a smaller move beyond the
     noise is named as a change. The cache figures move with the memory layout (DRAM_NOISE): a move within the noise
-    is never named, and no tighter threshold (added work, strict) applies to them.
+    is never named, and no tighter threshold (added work, strict) applies to them;
+(h) vector register spills (RISC-V snapshots that record them, ``vector_spills`` in the totals): a matched dispatch
+    that spilled no vector register and now spills any fails, named with its spills, whatever the toolchain; a
+    change in how many registers a dispatch spills (static: stored; executed: moved) is reported as a change.
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ def check_gate(
     # even if its flags lost +v.
     before, after = previous["dispatches"], current["dispatches"]
     matching = match_dispatches(before, after)  # a renumbered dispatch is the same dispatch
+    spills_known = "vector_spills" in previous["totals"] and "vector_spills" in totals
     for old_key, new_key in matching.pairs:
         old, new, key = before[old_key], after[new_key], pair_name(old_key, new_key)
         if old["vectorized"] and not new["vectorized"]:
@@ -121,6 +125,8 @@ def check_gate(
                                       f"({counts_text(old)} -> {counts_text(new)})")
         elif old_tiles != new_tiles and old_tiles:
             result.changes.append(f"{key}: microkernel {', '.join(old_tiles)} -> {', '.join(new_tiles)}")
+        if spills_known:
+            _judge_spills(result, key, old, new, "moved" if work else "stored")
         if work and new["instructions"] != old["instructions"]:
             _judge_work(result, key, old["instructions"], new["instructions"], previous["totals"]["instructions"],
                         added_work)
@@ -157,6 +163,27 @@ def check_gate(
             f"totals: {counts_text(previous['totals'])} -> {counts_text(totals)}"
         )
     return result
+
+
+def spilled(entry: dict[str, Any]) -> int:
+    """Vector registers a snapshot's dispatch entry (or totals) spills: stored (static) or moved (executed)."""
+    return int((entry.get("spills") or entry.get("vector_spills") or {}).get("registers", 0))
+
+
+def spills_text(entry: dict[str, Any], verb: str) -> str:
+    spills = entry.get("spills") or {}
+    if "stores" in spills:
+        return f"{spills['stores']} stores and {spills['reloads']} reloads, {spills['registers']} registers {verb}"
+    return f"{spills.get('instructions', 0)} spill instructions executed, {spills.get('registers', 0)} registers {verb}"
+
+
+def _judge_spills(result: GateResult, key: str, old: dict[str, Any], new: dict[str, Any], verb: str) -> None:
+    """Rule (h): a dispatch that starts spilling vector registers fails; a change in its spills is named."""
+    before, after = spilled(old), spilled(new)
+    if before == 0 and after:
+        result.regressions.append(f"{key}: now spills vector registers ({spills_text(new, verb)}), none before")
+    elif before != after:
+        result.changes.append(f"{key}: vector spills {before} -> {after} registers {verb}")
 
 
 def _judge_work(result: GateResult, key: str, before: int, after: int, model_total: int,

@@ -24,6 +24,7 @@ from pytest_rvv.measure.classify import (
     classify_riscv,
 )
 from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, disassemble
+from pytest_rvv.measure.spills import Spill, spill_sites
 from pytest_rvv.measure.static import dispatch_key, natural_order, share
 
 MIN_VOTES = 2  # translation blocks that must agree on where a dispatch library was loaded
@@ -149,6 +150,11 @@ class _Library:
         return cls(text_vaddr, text, instructions, [i.address for i in instructions])
 
     @functools.cached_property
+    def spills(self) -> dict[int, Spill]:
+        """Its vector spill and reload instructions by address (measure/spills.py)."""
+        return spill_sites(self.instructions)
+
+    @functools.cached_property
     def _offsets(self) -> dict[bytes, list[int]]:
         """Offsets in .text of every 8-byte window at an even offset (instructions are 2-byte aligned)."""
         index: dict[bytes, list[int]] = {}
@@ -222,31 +228,43 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
     loaded = list(_loaded_libraries(counts, executables, arch))  # located once, for blocks and lanes
     per_dispatch: dict[str, Counter[str]] = {}
     watched: dict[str, Counter[str]] = {}
-    for block, instructions, i in walk_blocks(counts, executables, arch, loaded):
-        first = instructions[i] if i < len(instructions) else None
-        if (arch == "riscv64" and first is not None and first.function != OUTSIDE
-                and (i == 0 or instructions[i - 1].function != first.function)):
-            # a block at a dispatch function's first instruction: one call, i.e. one workgroup of the dispatch
-            watched.setdefault(dispatch_key(first.function), Counter())["calls"] += block.execs
-        for insn in instructions[i:i + block.n_insns]:
-            cls = classify_riscv(insn.mnemonic)[0] if arch == "riscv64" else \
-                classify_aarch64(insn.mnemonic, insn.operands)[0]
-            key = dispatch_key(insn.function) if insn.function != OUTSIDE else OUTSIDE
-            per_dispatch.setdefault(key, Counter())[cls] += block.execs
-            if arch == "riscv64" and insn.mnemonic in _WATCHED and key != OUTSIDE:
-                watched.setdefault(key, Counter())[_WATCHED[insn.mnemonic]] += block.execs
+    spilled: dict[str, Counter[str]] = {}  # executed vector spills and reloads, and the registers they move
+    for library, base in loaded:
+        sites = library.spills if arch == "riscv64" else {}
+        for block, instructions, i in walk_blocks(counts, executables, arch, [(library, base)]):
+            first = instructions[i] if i < len(instructions) else None
+            if (arch == "riscv64" and first is not None and first.function != OUTSIDE
+                    and (i == 0 or instructions[i - 1].function != first.function)):
+                # a block at a dispatch function's first instruction: one call, i.e. one workgroup of the dispatch
+                watched.setdefault(dispatch_key(first.function), Counter())["calls"] += block.execs
+            for insn in instructions[i:i + block.n_insns]:
+                cls = classify_riscv(insn.mnemonic)[0] if arch == "riscv64" else \
+                    classify_aarch64(insn.mnemonic, insn.operands)[0]
+                key = dispatch_key(insn.function) if insn.function != OUTSIDE else OUTSIDE
+                per_dispatch.setdefault(key, Counter())[cls] += block.execs
+                if arch == "riscv64" and insn.mnemonic in _WATCHED and key != OUTSIDE:
+                    watched.setdefault(key, Counter())[_WATCHED[insn.mnemonic]] += block.execs
+                if sites and key != OUTSIDE and (spill := sites.get(insn.address)):
+                    done = spilled.setdefault(key, Counter())
+                    done["instructions"] += block.execs
+                    done["registers"] += spill.registers * block.execs
     dispatches = {}
     for key in sorted(per_dispatch, key=natural_order):
         c = per_dispatch[key]
         total = sum(c.values())
         vector = sum(c[v] for v in VECTOR_CLASSES)
         dispatches[key] = {"instructions": total, "vector": vector, "vectorized": vector > 0,
-                           "classes": {cls: c[cls] for cls in CLASSES if c[cls]}}
+                           "classes": {cls: c[cls] for cls in CLASSES if c[cls]}} | (
+                               {"spills": dict(sorted(spilled[key].items()))} if key in spilled else {})
     in_dispatches = sum(d["instructions"] for k, d in dispatches.items() if k != OUTSIDE)
     vector = sum(d["vector"] for k, d in dispatches.items() if k != OUTSIDE)
+    totals: dict[str, Any] = {"instructions": in_dispatches, "vector": vector,
+                              "vector_share_percent": share(vector, in_dispatches)}
+    if arch == "riscv64":  # spills executed by every dispatch, in instructions and the registers they moved
+        totals["vector_spills"] = {name: sum(c[name] for c in spilled.values()) for name in ("instructions",
+                                                                                              "registers")}
     attribution = {
-        "dispatch_totals": {"instructions": in_dispatches, "vector": vector,
-                            "vector_share_percent": share(vector, in_dispatches)},
+        "dispatch_totals": totals,
         "dispatches": {k: d for k, d in dispatches.items() if k != OUTSIDE},
         "outside_dispatches": counts.total - in_dispatches,
         "watched": {k: dict(sorted(watched[k].items())) for k in sorted(watched, key=natural_order)},

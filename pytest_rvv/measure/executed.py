@@ -15,7 +15,7 @@ from pytest_rvv.measure.static import ukernels_by_dispatch, with_ukernels
 from pytest_rvv.run.recorded import COUNTED, ELEMENTS, LOADED, RecordedRun
 from pytest_rvv.session import Cell
 
-_COUNTS_SOURCE = source_digest(counts_module.__file__)  # a change to the attribution re-runs it
+_COUNTS_SOURCE = source_digest(counts_module.__file__, "spills.py")  # a change to the attribution re-runs it
 
 
 

@@ -18,6 +18,7 @@ from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.config.targets import AARCH64, RISCV64
 from pytest_rvv.measure.classify import CLASSES, VECTOR_CLASSES, classify_aarch64, classify_riscv
 from pytest_rvv.measure.disassembly import OUTSIDE, disassemble, objdump_for
+from pytest_rvv.measure.spills import spill_sites
 
 _DISPATCH = re.compile(r"(dispatch_\d+)_?(.*)$")
 
@@ -49,10 +50,17 @@ class FunctionCounts:
     subclasses: Counter[str] = field(default_factory=Counter)  # "vector_arith.float", ...
     mnemonics: Counter[str] = field(default_factory=Counter)  # every mnemonic
     vector_mnemonics: Counter[str] = field(default_factory=Counter)
+    spill_stores: int = 0  # whole-register vector stores off the stack frame (measure/spills.py)
+    spill_reloads: int = 0
+    spilled_registers: int = 0  # vector registers those stores write (an m4 spill is 4)
 
     @property
     def vector(self) -> int:
         return sum(self.classes[c] for c in VECTOR_CLASSES)
+
+    def spills(self) -> dict[str, int]:
+        """The snapshot's spill record: stores, reloads and the registers stored."""
+        return {"stores": self.spill_stores, "reloads": self.spill_reloads, "registers": self.spilled_registers}
 
     def add(self, mnemonic: str, cls: str, subclass: str) -> None:
         self.instructions += 1
@@ -72,6 +80,7 @@ class StaticAnalysis:
     dispatches: dict[str, FunctionCounts]
     library: FunctionCounts  # code outside the dispatch functions
     ukernels: dict[str, list[str]] = field(default_factory=dict)  # dispatch -> microkernels inlined into it
+    spills_counted: bool = False  # vector spills are found in RISC-V code only (measure/spills.py)
 
     @property
     def total(self) -> FunctionCounts:
@@ -82,6 +91,9 @@ class StaticAnalysis:
             total.subclasses.update(counts.subclasses)
             total.mnemonics.update(counts.mnemonics)
             total.vector_mnemonics.update(counts.vector_mnemonics)
+            total.spill_stores += counts.spill_stores
+            total.spill_reloads += counts.spill_reloads
+            total.spilled_registers += counts.spilled_registers
         return total
 
     @property
@@ -100,7 +112,7 @@ class StaticAnalysis:
                 "vector_share_percent": share(total.vector, total.instructions),
                 "classes": {c: total.classes[c] for c in CLASSES},
                 "vector_subclasses": dict(sorted(total.subclasses.items())),
-            },
+            } | ({"vector_spills": total.spills()} if self.spills_counted else {}),
             "vector_mnemonics": dict(sorted(total.vector_mnemonics.items(), key=lambda mn: (-mn[1], mn[0]))),
             "dispatches": with_ukernels({
                 key: {
@@ -108,7 +120,7 @@ class StaticAnalysis:
                     "vector": c.vector,
                     "vectorized": c.vector > 0,
                     "classes": {cls: c.classes[cls] for cls in CLASSES if c.classes[cls]},
-                }
+                } | ({"spills": c.spills()} if c.spill_stores or c.spill_reloads else {})
                 for key, c in sorted(self.dispatches.items(), key=lambda kv: natural_order(kv[0]))
             }, self.ukernels),
             "library_code": {"instructions": self.library.instructions, "vector": self.library.vector},
@@ -141,7 +153,7 @@ def analyze(artifact: Artifact, store: Store | None = None, stages: Stages | Non
     if store is None:
         return _analyze(artifact, arch)
     stages = stages or Stages()
-    key = digest(["static-v1", arch, *(content_sha(e) for e in artifact.executables),
+    key = digest(["static-v2", arch, *(content_sha(e) for e in artifact.executables),
                   _objdump_version(arch), _SOURCE])
 
     def build(tmp: Path) -> dict[str, Any]:
@@ -158,18 +170,21 @@ def analyze(artifact: Artifact, store: Store | None = None, stages: Stages | Non
     stored = json.loads(entry.file("static.json").read_text())
     return StaticAnalysis(artifact.model, artifact.target.name,
                           {name: _counts(counts) for name, counts in stored["dispatches"].items()},
-                          _counts(stored["library"]), ukernels_by_dispatch(artifact))
+                          _counts(stored["library"]), ukernels_by_dispatch(artifact), arch == RISCV64)
 
 
 _COUNTERS = ("classes", "subclasses", "mnemonics", "vector_mnemonics")
+_SPILLS = ("spill_stores", "spill_reloads", "spilled_registers")
 
 
 def _stored(counts: FunctionCounts) -> dict[str, Any]:
-    return {"instructions": counts.instructions} | {name: dict(getattr(counts, name)) for name in _COUNTERS}
+    return {"instructions": counts.instructions} | {name: dict(getattr(counts, name)) for name in _COUNTERS} | {
+        name: getattr(counts, name) for name in _SPILLS}
 
 
 def _counts(stored: dict[str, Any]) -> FunctionCounts:
-    return FunctionCounts(stored["instructions"], *(Counter(stored[name]) for name in _COUNTERS))
+    return FunctionCounts(stored["instructions"], *(Counter(stored[name]) for name in _COUNTERS),
+                          *(int(stored[name]) for name in _SPILLS))
 
 
 @functools.cache
@@ -181,7 +196,9 @@ def _analyze(artifact: Artifact, arch: str) -> StaticAnalysis:
     dispatches: dict[str, FunctionCounts] = {}
     library = FunctionCounts()
     for elf in artifact.executables:
-        for insn in disassemble(elf, arch):
+        instructions = disassemble(elf, arch)
+        spills = spill_sites(instructions) if arch == RISCV64 else {}
+        for insn in instructions:
             if arch == RISCV64:
                 cls, subclass = classify_riscv(insn.mnemonic)
             else:
@@ -192,7 +209,14 @@ def _analyze(artifact: Artifact, arch: str) -> StaticAnalysis:
                 key = dispatch_key(insn.function)
                 bucket = dispatches.get(key) or dispatches.setdefault(key, FunctionCounts())
             bucket.add(insn.mnemonic, cls, subclass)
-    return StaticAnalysis(artifact.model, artifact.target.name, dispatches, library, ukernels_by_dispatch(artifact))
+            if spill := spills.get(insn.address):
+                if spill.reload:
+                    bucket.spill_reloads += 1
+                else:
+                    bucket.spill_stores += 1
+                    bucket.spilled_registers += spill.registers
+    return StaticAnalysis(artifact.model, artifact.target.name, dispatches, library, ukernels_by_dispatch(artifact),
+                          arch == RISCV64)
 
 
-_SOURCE = source_digest(__file__, "classify.py", "disassembly.py")
+_SOURCE = source_digest(__file__, "classify.py", "disassembly.py", "spills.py")
