@@ -1,5 +1,5 @@
-"""The ``pytest-rvv`` command: ``doctor``, ``models``, ``build-runtime``, ``bisect``, ``bisect-run``, ``sweep``
-and ``merge``."""
+"""The ``pytest-rvv`` command: ``doctor``, ``models``, ``build-runtime``, ``bisect``, ``bisect-run``, ``sweep``,
+``history`` and ``merge``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--index-url", metavar="URL", help="pip's index")
     sweep.add_argument("--find-links", metavar="URL|DIR", action="append", default=[], help="pip's --find-links")
     sweep.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the pytest arguments")
+    history = commands.add_parser(
+        "history", help="per cell, each dispatch's exact metrics over a sweep's toolchain versions: graphs, every "
+                        "change point ranked by added work with a bisect line, first-to-last drift: "
+                        "pytest-rvv history rvv-history")
+    history.add_argument("folders", nargs="*", type=Path, default=[Path("rvv-history")], metavar="DIR",
+                         help="sweep folders (<version>/results.json inside; default: rvv-history)")
+    history.add_argument("--out", type=Path, default=Path("rvv-history-report"), metavar="DIR",
+                         help="where the graphs, index.html and changes.json go (default: rvv-history-report)")
+    history.add_argument("--added-work", type=float, default=5.0, metavar="PERCENT",
+                         help="the gate's threshold between neighbouring versions, as after an upgrade (default 5)")
+    history.add_argument("--fail-on-regression", action="store_true",
+                         help="exit 1 when the gate finds a regression between any two versions or first to last")
     bisect_run = commands.add_parser(
         "bisect-run", help="a `git bisect run` step in an IREE checkout: exit 0 good, 1 bad, 125 cannot test")
     bisect_run.add_argument("--build", type=Path, default=Path("build"), metavar="DIR",
@@ -122,6 +134,35 @@ def bisect_command(args: argparse.Namespace) -> int:
     return bisect_releases(args.good, args.bad, pytest_args, default_tools_dir(), Path.cwd(), pip_args, log)
 
 
+def history_command(args: argparse.Namespace, settings: Settings) -> int:
+    from pytest_rvv.comparison.history import changes, drifts, judged, load
+    from pytest_rvv.report.history_page import change_lines, write
+
+    history = load(args.folders)
+    if not history.versions:
+        for note in history.notes:
+            print(f"pytest-rvv history: {note}", file=sys.stderr)
+        print("pytest-rvv history: no version to draw; run pytest-rvv sweep first", file=sys.stderr)
+        return 2
+    found = changes(history)
+    findings = judged(history, settings.known_targets, args.added_work, settings.max_vector_share_drop)
+    drift = drifts(history)
+    page = write(history, found, drift, findings, args.out)
+    print(f"{len(history.versions)} versions ({', '.join(v.name for v in history.versions)}), "
+          f"{len(history.cells)} cells, {len(found)} change points")
+    for line in change_lines(found):
+        print(line)
+    for item in drift:
+        print(f"drift: {item.text()}")
+    regressions = [f for f in findings if f.regression]
+    for finding in regressions:
+        print(f"REGRESSED: {finding.text()}")
+    for note in history.notes:
+        print(f"left out: {note}")
+    print(f"graphs, index.html and changes.json: {page.parent}")
+    return 1 if regressions and args.fail_on_regression else 0
+
+
 def load_settings(args: argparse.Namespace) -> Settings:
     pyproject = find_pyproject(Path.cwd())
     root = pyproject.parent if pyproject else Path.cwd()
@@ -147,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             from pytest_rvv.report.merge import merge_command
 
             return merge_command(args.shards, args.out)
+        if args.command == "history":
+            return history_command(args, settings)
         if args.command in ("bisect", "bisect-run", "sweep"):
             return bisect_command(args)
         if args.command == "models":

@@ -12,7 +12,7 @@ from typing import Any
 from syrupy.assertion import SnapshotAssertion
 
 from pytest_rvv.config.targets import Target
-from pytest_rvv.judge.gate import GateResult, check_gate
+from pytest_rvv.judge.gate import GateResult, check_gate, spilled
 from pytest_rvv.judge.outcome import FAILED, PASSED, Verdict
 
 
@@ -130,8 +130,10 @@ def check_vectorization(
         "improvements": verdict.improvements, "changes": verdict.changes + notes,
         "upgrade": [recorded_with, toolchain] if upgrade else None, "work": verdict.work, "churn": verdict.churn,
         "recorded_totals": previous["totals"] if previous else None,
+        # for the HTML report's dispatch table and results.json's dispatch tables (measure/dispatch_table.py)
         "dispatches": {k: {"instructions": d["instructions"], "vector": d["vector"]}
-                       for k, d in current["dispatches"].items()},  # for the HTML report's dispatch table
+                       | ({"spills": spilled(d)} if "vector_spills" in current["totals"] else {})
+                       for k, d in current["dispatches"].items()},
     }
     if not failures:
         return SnapshotVerdict(PASSED, "", {"vectorization": record}, gate=verdict)

@@ -9,11 +9,11 @@ Two sources, merged per model x target x metric, keyed by the compiler version l
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from pytest_rvv.comparison.history import release_key
 from pytest_rvv.judge.applicable import recorded_toolchain
 from pytest_rvv.judge.baselines import baseline_path
 
@@ -68,14 +68,8 @@ def history(root: Path, baselines: Path, cells: list[tuple[str, str]], sweep: Pa
         series = {**swept.get((model, target), {}), **from_git(root, baselines, target, model)}
         if len(series) < 2:
             continue  # a history needs two versions
-        versions = sorted(series, key=_release_order)
+        versions = sorted(series, key=release_key)
         metrics = sorted({m for values in series.values() for m in values})
         out[(model, target)] = {"versions": versions,
                                 "rows": [(m, [series[v].get(m) for v in versions]) for m in metrics]}
     return out
-
-
-def _release_order(version_line: str) -> tuple[int, ...]:
-    """``IREE compiler version 3.12.0rc20260917 @ ...`` -> (3, 12, 0, 20260917)."""
-    numbers = re.findall(r"\d+", version_line.split("@")[0])
-    return tuple(int(n) for n in numbers[:4])

@@ -26,6 +26,7 @@ from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.comparison.kernels import kernel_changes_table
 from pytest_rvv.comparison.report import added_by_dispatch, added_work, comparison_status, ranked
 from pytest_rvv.judge.baselines import PERF_BASELINES
+from pytest_rvv.measure.dispatch_table import DispatchTable
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
@@ -116,6 +117,14 @@ class CellOutcomes:
                            "duration": round(report.duration, 2)})
 
 
+def dispatch_tables(sections: Sections) -> list[DispatchTable]:
+    """Each vectorization-checked cell's dispatch table, from its static and executed records."""
+    cells = sorted({(model, target) for model, target, _ in sections.vectorization})
+    records = sections.vectorization
+    return [DispatchTable.from_snapshots(model, target, records.get((model, target, "static")),
+                                         records.get((model, target, "executed"))) for model, target in cells]
+
+
 class RunReport:
     """index.html and results.json of a run (and the GitHub step summary), written from its sections once."""
 
@@ -135,7 +144,7 @@ class RunReport:
         write_results(self.directory, results(run, [
             {k: t[k] for k in ("nodeid", "outcome", "model", "target", "check")} for t in sections.tests],
             sections.performance, sections.verdicts, dict(self.session.settings.known_targets), sections.lanes,
-            sections.kernels, sections.kernel_changes, sections.estimator, sections.peers))
+            sections.kernels, sections.kernel_changes, sections.estimator, sections.peers, dispatch_tables(sections)))
         targets = self.targets(sections)
         grid = [["model", *targets]] + [[model, *(verdict(tests) if (tests := self.cell(sections, model, t)) else ""
                                                    for t in targets)] for model in self.rows(sections)]

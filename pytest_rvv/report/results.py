@@ -21,7 +21,11 @@
      "peers": [{"model", "target", "toolchain", "peer", "iree": {...}, "onnxruntime": {...}, "ratio",
                 "notes"}],                                      # --rvv-peers: IREE beside ONNX Runtime, per call
      "peers_published": [{"model", "source", "measured", "iree_ms", "onnxruntime_ms", "measured_ratio", "ours",
-                          "differs"}]}                          # and a study's measured ratio beside ours
+                          "differs"}],                          # and a study's measured ratio beside ours
+     "dispatch_tables": [{"model", "target", "dispatches": [{"name", "instructions", "vector", "spilled_registers",
+                          "executed", "executed_vector", "executed_spills"}]}]}
+                                                                # every vectorization-checked cell, per dispatch
+                                                                # (measure/dispatch_table.py; pytest-rvv history)
 
 
 ``outcome`` is passed, failed, error, could-not-run (no runtime loads the toolchain's modules), skipped,
@@ -39,6 +43,7 @@ from typing import Any
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.config.settings import SUMMARY_ENV, environment
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
+from pytest_rvv.measure.dispatch_table import DispatchTable
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.report.kernels import calibration
@@ -54,7 +59,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
             kernels: list[dict[str, Any]] | None = None,
             kernel_changes: list[dict[str, Any]] | None = None,
             estimator: list[dict[str, Any]] | None = None,
-            peers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            peers: list[dict[str, Any]] | None = None,
+            dispatch_tables: list[DispatchTable] | None = None) -> dict[str, Any]:
     """The results document: one record per test and one per model x target x metric.
 
     Lane occupancy (of the executed-vectorization runs of a report) is a diagnostic record, never judged.
@@ -94,6 +100,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
         document["peers"] = sorted(peers, key=lambda r: (r["model"], r["target"]))
         if published := studies(peers):  # the studies' measured ratios beside ours (report/peers.py PUBLISHED)
             document["peers_published"] = published
+    if dispatch_tables:  # per dispatch, what the history over toolchain versions draws (report/history.py)
+        document["dispatch_tables"] = [t.to_json() for t in sorted(dispatch_tables, key=lambda t: (t.model, t.target))]
     if kernel_changes:  # a toolchain comparison over the kernel suite: each cell's call, before and after
         document["kernels"]["comparison"] = kernel_changes
     return document

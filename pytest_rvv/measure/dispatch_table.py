@@ -1,0 +1,94 @@
+"""The per-dispatch table of one cell (a model on a target with one toolchain): the measurement the history, the
+results file and the change list read by attribute.
+
+A row holds what is exact about one dispatch: its static instructions, vector instructions and vector registers
+spilled in the shipped object, and what the counted run executed of them (instructions, vector instructions, vector
+registers moved by spills). A fact that was not measured is None, never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from pytest_rvv.measure.static import natural_order
+
+STATIC, EXECUTED = "static", "executed"
+
+
+@dataclass(frozen=True)
+class DispatchRow:
+    """One dispatch's exact facts (None: not measured in this run)."""
+
+    name: str
+    instructions: int | None = None  # static, in the shipped object
+    vector: int | None = None
+    spilled_registers: int | None = None  # vector registers its spill stores write
+    executed: int | None = None  # executed by the counted run (the module's load and one call)
+    executed_vector: int | None = None
+    executed_spills: int | None = None  # vector registers moved by executed spills and reloads
+
+    @property
+    def vector_share(self) -> float | None:
+        """Executed vector share in percent where counted, else static."""
+        whole, part = (self.executed, self.executed_vector) if self.executed else (self.instructions, self.vector)
+        return round(100 * part / whole, 2) if whole and part is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DispatchRow:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# The exact metrics of a row, as the history names them, with what "more" means for each.
+METRICS = {"executed": "executed instructions", "instructions": "static instructions",
+           "vector": "static vector instructions", "spilled_registers": "vector registers spilled",
+           "executed_spills": "vector registers moved by executed spills"}
+
+
+@dataclass(frozen=True)
+class DispatchTable:
+    """Every dispatch of one cell, in dispatch order."""
+
+    model: str
+    target: str
+    rows: tuple[DispatchRow, ...]
+
+    @property
+    def by_name(self) -> dict[str, DispatchRow]:
+        return {row.name: row for row in self.rows}
+
+    def total(self, metric: str) -> int | None:
+        """The sum of one metric over the dispatches (None when no dispatch measured it)."""
+        values = [getattr(row, metric) for row in self.rows if getattr(row, metric) is not None]
+        return sum(values) if values else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "target": self.target, "dispatches": [row.to_json() for row in self.rows]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DispatchTable:
+        return cls(str(data["model"]), str(data["target"]),
+                   tuple(DispatchRow.from_json(row) for row in data.get("dispatches", ())))
+
+    @classmethod
+    def from_snapshots(cls, model: str, target: str, static: Mapping[str, Any] | None,
+                       executed: Mapping[str, Any] | None) -> DispatchTable:
+        """The table from a cell's static and executed snapshot records (``dispatches``: name -> counts)."""
+        rows: dict[str, DispatchRow] = {}
+        for kind, record in ((STATIC, static), (EXECUTED, executed)):
+            for name, entry in ((record or {}).get("dispatches") or {}).items():
+                row = rows.get(name, DispatchRow(name))
+                spills = entry.get("spills")
+                if kind == STATIC:
+                    row = replace(row, instructions=entry["instructions"], vector=entry["vector"],
+                                  spilled_registers=spills if spills is not None else None)
+                else:
+                    row = replace(row, executed=entry["instructions"], executed_vector=entry["vector"],
+                                  executed_spills=spills if spills is not None else None)
+                rows[name] = row
+        return cls(model, target, tuple(rows[k] for k in sorted(rows, key=natural_order)))
