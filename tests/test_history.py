@@ -131,12 +131,30 @@ def test_bad_sweep_input_is_one_line_each_and_the_rest_is_drawn(tmp_path):
     sweep_folder(good, "3.13.0", [row("dispatch_0_matmul", 1100)])
     sweep_folder(tmp_path / "old", "3.11.0", [row("dispatch_0_matmul", 900)], schema="pytest-rvv-results/0")
     sweep_folder(tmp_path / "again", "3.13.0", [row("dispatch_0_matmul", 5)])
-    history = load([good, tmp_path / "old", tmp_path / "again", tmp_path / "missing"])
+    sweep_folder(tmp_path / "other", "3.13.0", [row("dispatch_0_matmul", 5)],
+                 compiler="IREE compiler version 3.13.0 @ 1")
+    history = load([good, tmp_path / "old", tmp_path / "again", tmp_path / "other", tmp_path / "missing"])
     assert [v.name for v in history.versions] == ["3.12.0", "3.13.0"]
-    old, again, missing = history.notes
+    old, other, missing, again = history.notes
     assert old.endswith("3.11.0/results.json: schema 'pytest-rvv-results/0', not pytest-rvv-results/1; left out")
-    assert "a second result for version 3.13.0" in again and str(good / "3.13.0") in again
+    assert other.endswith("version 3.13.0 again, made by IREE compiler version 3.13.0 @ 1 (first: IREE compiler "
+                          f"version 3.13.0 @ {'ab' * 20} in {good / '3.13.0'}); left out")
     assert missing == f"{tmp_path / 'missing'}: no such folder; left out"
+    assert again == (f"{tmp_path / 'again' / '3.13.0' / 'results.json'}: a second result for nsnet2 on "
+                     "rv64gcv-zvl256b at version 3.13.0; the first is kept")
+    assert history.tables[CELL]["3.13.0"].total("executed") == 1100
+
+
+def test_two_sweeps_of_one_range_with_other_selections_join(tmp_path):
+    for version in ("3.12.0", "3.13.0"):
+        sweep_folder(tmp_path / "models", version, [row("dispatch_0_matmul", 1000)])
+        folder = sweep_folder(tmp_path / "kernels", version, None)
+        document = json.loads((folder / "results.json").read_text())
+        document["dispatch_tables"] = [DispatchTable("mm-f32-256x256x256", "rv64gcv-zvl256b",
+                                                     (row("dispatch_0_matmul", 9),)).to_json()]
+        (folder / "results.json").write_text(json.dumps(document))
+    history = load([tmp_path / "models", tmp_path / "kernels"])
+    assert history.cells == [("mm-f32-256x256x256", "rv64gcv-zvl256b"), CELL] and not history.notes
 
 
 def test_the_page_is_offline_files_a_browser_shows(tmp_path):

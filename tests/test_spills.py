@@ -15,6 +15,7 @@ from pytest_rvv.measure.executed import measure_executed
 from pytest_rvv.measure.spills import spill_sites
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.model.kernels import KernelShape, kernel_model
+from pytest_rvv.report.vectorization import cell_lines
 from pytest_rvv.session import RvvSession
 
 from .conftest import USER_CACHE
@@ -128,3 +129,11 @@ def test_a_snapshot_recorded_before_spills_were_counted_is_not_judged_on_them():
 def test_the_stats_regex_reads_llvms_line():
     line = "   56 riscv-instr-info             - Number of registers within vector register groups spilled\n"
     assert _VREG_SPILLED.findall(line) == ["56"]
+
+
+def test_the_vectorization_section_names_the_dispatches_that_spill():
+    record = {"vector": 5, "instructions": 11, "not_vectorized": [], "improvements": [], "changes": [],
+              "dispatches": {"dispatch_0_matmul": {"instructions": 10, "vector": 5, "spills": 56},
+                             "dispatch_1_add": {"instructions": 1, "vector": 0, "spills": 0}}}
+    lines = cell_lines({("m", "rv64gcv-zvl256b", "static"): record})
+    assert lines[1] == "    spills vector registers in 1 of 2 dispatches (56 registers stored): dispatch_0_matmul (56)"

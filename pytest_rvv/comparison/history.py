@@ -77,9 +77,11 @@ def load(folders: Iterable[Path]) -> History:
     """The history of every ``<folder>/<version>/results.json`` (a results.json given directly counts too).
 
     Bad input is a note, one line each naming the folder or cell: a file from another schema or without dispatch
-    tables, a version given twice (the first is kept), a cell absent from some versions."""
+    tables, a version made by two compilers or a cell given twice for one version (the first is kept), a cell absent
+    from some versions. Several sweeps of one range (other selections) join."""
     notes: list[str] = []
-    found: dict[str, tuple[ToolchainVersion, dict[str, Any]]] = {}
+    found: dict[str, ToolchainVersion] = {}
+    documents: list[tuple[Path, str, dict[str, Any]]] = []
     for folder in folders:
         if not folder.exists():
             notes.append(f"{folder}: no such folder; left out")
@@ -107,26 +109,34 @@ def load(folders: Iterable[Path]) -> History:
                 notes.append(f"{path}: no dispatch tables (recorded by a pytest-rvv before them, or no "
                              "vectorization test ran); left out")
                 continue
-            if version.name in found:
-                notes.append(f"{path}: a second result for version {version.name} (first: "
-                             f"{found[version.name][0].folder}); left out")
+            first = found.setdefault(version.name, version)
+            if first.compiler != version.compiler:
+                notes.append(f"{path}: version {version.name} again, made by {version.compiler} (first: "
+                             f"{first.compiler} in {first.folder}); left out")
                 continue
-            found[version.name] = (version, document)
-    history = History(sorted((v for v, _ in found.values()), key=lambda v: v.order), notes=notes)
-    for version, document in found.values():
+            documents.append((path, version.name, document))
+    history = History(sorted(found.values(), key=lambda v: v.order), notes=notes)
+    for path, name, document in documents:
         for data in document["dispatch_tables"]:
             table = DispatchTable.from_json(data)
-            history.tables.setdefault((table.model, table.target), {})[version.name] = table
-    for version, document in found.values():
-        failed = {(t.get("model"), t.get("target")): t.get("check", "") for t in document.get("tests", [])
-                  if t.get("outcome") in ("failed", "error", "could-not-run")}
-        for cell, tables in history.tables.items():
+            tables = history.tables.setdefault((table.model, table.target), {})
+            if name in tables:
+                notes.append(f"{path}: a second result for {table.model} on {table.target} at version {name}; "
+                             "the first is kept")
+                continue
+            tables[name] = table
+    failed: dict[str, dict[Cell, str]] = {}
+    for _, name, document in documents:
+        failed.setdefault(name, {}).update({(t.get("model"), t.get("target")): t.get("check", "")
+                                            for t in document.get("tests", [])
+                                            if t.get("outcome") in ("failed", "error", "could-not-run")})
+    for cell, tables in history.tables.items():
+        for version in history.versions:
             if version.name in tables:
                 continue
-            if cell in failed:
-                history.gaps.setdefault(cell, {})[version.name] = f"its {failed[cell] or 'test'} failed"
-            else:
-                history.gaps.setdefault(cell, {})[version.name] = "not in that run"
+            why = failed.get(version.name, {})
+            history.gaps.setdefault(cell, {})[version.name] = (f"its {why[cell] or 'test'} failed" if cell in why
+                                                               else "not in that run")
     for cell, gaps in sorted(history.gaps.items()):
         absent = [v for v, why in gaps.items() if why == "not in that run"]
         if absent:

@@ -93,6 +93,13 @@ def cell_lines(results: Results, changed_only: bool = False) -> list[str]:
             shown = ", ".join(missing[:SHOWN_PER_CASE])
             more = f" and {len(missing) - SHOWN_PER_CASE} more" if len(missing) > SHOWN_PER_CASE else ""
             details.append(f"    not vectorized ({len(missing)}): {shown}{more}")
+        spilling = {k: d["spills"] for k, d in r.get("dispatches", {}).items() if d.get("spills")}
+        if spilling and not changed_only:
+            verb = "stored" if kind == "static" else "moved"
+            shown = ", ".join(f"{k} ({n})" for k, n in sorted(spilling.items(), key=lambda kv: -kv[1])[:SHOWN_PER_CASE])
+            more = f" and {len(spilling) - SHOWN_PER_CASE} more" if len(spilling) > SHOWN_PER_CASE else ""
+            details.append(f"    spills vector registers in {len(spilling)} of {len(r['dispatches'])} dispatches "
+                           f"({sum(spilling.values())} registers {verb}): {shown}{more}")
         details += [f"    improvement: {line}" for line in r["improvements"]]
         details += [f"    change: {line}" for line in r["changes"][:SHOWN_PER_CASE]]
         out += [head, *details]
