@@ -24,6 +24,16 @@ class Core:
     harts: int | None = field(default=None, repr=False)  # not in repr (estimates are keyed by it): no cycle moves
 
 
+def cycles_ms(cycles: float, ghz: float) -> float:
+    """Milliseconds that ``cycles`` take at ``ghz`` (the one conversion of cycles to time)."""
+    return cycles / (ghz * 1e6)
+
+
+def cycles_s(cycles: float, ghz: float) -> float:
+    """Seconds that ``cycles`` take at ``ghz``."""
+    return cycles / (ghz * 1e9)
+
+
 CORES: dict[str, Core] = {c.name: c for c in (
     # SpacemiT K1 (Banana Pi BPI-F3, Milk-V Jupiter): 1.6 GHz, 8 X60 cores in two clusters of 4 (Banana Pi's K1
     # datasheet)

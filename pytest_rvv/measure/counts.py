@@ -24,6 +24,8 @@ from pytest_rvv.measure.classify import (
     classify_riscv,
 )
 from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, disassemble
+from pytest_rvv.measure.plugin_output import Block, records
+from pytest_rvv.measure.plugin_output import block as block_record
 from pytest_rvv.measure.spills import Spill, spill_sites
 from pytest_rvv.measure.static import dispatch_key, natural_order, share
 
@@ -44,19 +46,6 @@ MATCHING_SHARE = 0.1
 WATCHED = {"vsetvl": ("vsetvli", "vsetivli", "vsetvl"),
            "vrgather": ("vrgather.vv", "vrgather.vx", "vrgather.vi", "vrgatherei16.vv")}
 _WATCHED = {m: name for name, mnemonics in WATCHED.items() for m in mnemonics}
-
-
-@dataclass(frozen=True)
-class Block:
-    """One translated block: where, how long, how often it ran, its RVV class counts, first bytes."""
-
-    vaddr: int
-    n_insns: int
-    execs: int
-    varith: int
-    vmem: int
-    vset: int
-    head: bytes
 
 
 @dataclass(frozen=True)
@@ -110,15 +99,11 @@ class ExecutedCounts:
 
 
 def parse(text: str, source: Path) -> ExecutedCounts:
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith("rvv-counter 1 "):
-        raise RvvError(f"{source}: not rvv_counter output (did QEMU load the plugin and exit normally?)")
-    counts = ExecutedCounts(lines[0].split()[2], [])
-    for line in lines[1:]:
-        fields = line.split()
+    target, lines = records(text, source, "rvv-counter")
+    counts = ExecutedCounts(target, [])
+    for fields in lines:
         if fields[0] == "tb":
-            counts.blocks.append(Block(int(fields[1], 16), *(int(f) for f in fields[2:7]),
-                                       bytes.fromhex(fields[7]) if len(fields) > 7 else b""))
+            counts.blocks.append(block_record(fields))
         elif fields[0] == "vlen":
             counts.vlen = int(fields[1])
         elif fields[0] == "el":

@@ -34,6 +34,13 @@ class ExecutedMeasurement:
         """Instructions executed per dispatch (those that executed any)."""
         return {k: d["instructions"] for k, d in self.attribution["dispatches"].items() if d["instructions"]}
 
+    def per_call(self, load: ExecutedMeasurement) -> dict[str, tuple[int, int]]:
+        """What one call executes per dispatch, (instructions, vector instructions): this counted run less ``load``,
+        the counted run of the module's load alone (``measure_one_time``), dispatch by dispatch."""
+        once = load.attribution["dispatches"]
+        return {k: (d["instructions"] - once.get(k, {}).get("instructions", 0),
+                    d["vector"] - once.get(k, {}).get("vector", 0)) for k, d in self.attribution["dispatches"].items()}
+
     def snapshot(self, model: str, target: str) -> dict[str, Any]:
         """The deterministic part (dispatch code only: runtime code is not exactly repeatable)."""
         return {"model": model, "target": target, "totals": self.attribution["dispatch_totals"],

@@ -29,7 +29,7 @@ from elftools.elf.elffile import ELFFile
 
 from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.base.store import Store, content_sha, digest, source_digest
-from pytest_rvv.config.cores import CORES
+from pytest_rvv.config.cores import CORES, cycles_ms
 from pytest_rvv.config.targets import RISCV64
 from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.counts import PAGE, parse
@@ -189,10 +189,9 @@ def measure_iree(cell: Cell, workdir: Path) -> IreeWork:
     """IREE's dispatches per call: the counted run less the module load, dispatch by dispatch, and its est. ms on
     CORE (None when llvm-mca is missing or the target's cores leave CORE out)."""
     run, load = measure_executed(cell, workdir / "counted"), measure_one_time(cell, workdir / "loaded")
-    dispatches = run.attribution["dispatches"]
-    once = load.attribution["dispatches"]
-    per_call = {k: d["instructions"] - once.get(k, {}).get("instructions", 0) for k, d in dispatches.items()}
-    vector = sum(d["vector"] - once.get(k, {}).get("vector", 0) for k, d in dispatches.items())
+    call = run.per_call(load)
+    per_call = {k: work for k, (work, _) in call.items()}
+    vector = sum(v for _, v in call.values())
     cores = cell.target.cores()  # as measure/performance.py estimates them: the same store entries
     core = next((c for c in cores if c.name == CORE), None)
     est_ms = None
@@ -203,7 +202,7 @@ def measure_iree(cell: Cell, workdir: Path) -> IreeWork:
                 cycles = [estimate_once(m.counts, m.run.counts, executables, arch, cores, cell.store)[CORE].total
                           if m.per_dispatch else 0  # a load that runs no dispatch: nothing to estimate
                           for m in (run, load) if m.run.counts is not None]
-            est_ms = (cycles[0] - cycles[1]) / (core.ghz * 1e6)
+            est_ms = cycles_ms(cycles[0] - cycles[1], core.ghz)
         except ToolMissing:
             pass
     return IreeWork({k: n for k, n in per_call.items() if n > 0}, vector, est_ms)
@@ -220,7 +219,7 @@ class PeerEstimate:
 
     @property
     def ms(self) -> float:
-        return self.cycles / (self.ghz * 1e6)
+        return cycles_ms(self.cycles, self.ghz)
 
 
 def _exec_segment_vaddr(elf: Path) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 from elftools.elf.elffile import ELFFile
 
 from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
-from pytest_rvv.config.cores import Core, WallRequest
+from pytest_rvv.config.cores import Core, WallRequest, cycles_s
 from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.caveats import model_caveats
@@ -172,7 +172,7 @@ def calibration_point(result: PerfResult, core: Core, estimated_cycles: float | 
     measured = result.metrics.get(WALL_S_MIN)
     if not estimated_cycles or not measured or not core.ghz:
         return None
-    estimated = estimated_cycles / (core.ghz * 1e9)
+    estimated = cycles_s(estimated_cycles, core.ghz)
     point = CalibrationPoint(core.name, estimated, measured, estimated / measured, threads)
     if emulated is None:
         return point
@@ -297,7 +297,7 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
     result.metrics.update({EXECUTED_DISPATCH_INSTRUCTIONS: totals["instructions"],
                            EXECUTED_DISPATCH_VECTOR: totals["vector"],
                            EXECUTED_ONE_TIME_INSTRUCTIONS: sum(one_time.values()),
-                           EXECUTED_PER_CALL_INSTRUCTIONS: totals["instructions"] - sum(one_time.values())})
+                           EXECUTED_PER_CALL_INSTRUCTIONS: sum(work for work, _ in executed.per_call(loaded).values())})
     result.one_time = one_time
     result.executed = executed.snapshot(cell.model.name, cell.target.name)
     result.watched = executed.attribution.get("watched", {})

@@ -27,7 +27,7 @@ from typing import Any
 from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.base.store import Store, content_sha, digest, source_digest
 from pytest_rvv.base.tools import find_executable, version_output
-from pytest_rvv.config.cores import Core
+from pytest_rvv.config.cores import Core, cycles_ms
 from pytest_rvv.measure.counts import Block, ExecutedCounts, walk_blocks
 from pytest_rvv.measure.disassembly import OUTSIDE, Instruction
 from pytest_rvv.measure.static import dispatch_key
@@ -141,7 +141,7 @@ class SiliconEstimate:
 
     @property
     def ms(self) -> float | None:
-        return self.total / (self.core.ghz * 1e6) if self.core.ghz else None
+        return cycles_ms(self.total, self.core.ghz) if self.core.ghz else None
 
 
 def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict[BlockCode, float], int, bool]:

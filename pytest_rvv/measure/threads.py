@@ -26,11 +26,12 @@ from typing import Any
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import Core
-from pytest_rvv.measure.counts import Block, ExecutedCounts, loaded_libraries, walk_blocks
+from pytest_rvv.measure.counts import ExecutedCounts, loaded_libraries, walk_blocks
 from pytest_rvv.measure.disassembly import OUTSIDE
+from pytest_rvv.measure.plugin_output import Block, records
+from pytest_rvv.measure.plugin_output import block as block_record
 from pytest_rvv.measure.plugin_run import plugin_run
 from pytest_rvv.measure.silicon import estimate
 from pytest_rvv.measure.static import dispatch_key, natural_order
@@ -62,17 +63,13 @@ class ThreadCounts:
 
 def parse_threads(text: str, source: Path) -> ThreadCounts:
     """The plugin's output (each ``tv`` line belongs to the ``tb`` line before it)."""
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith("rvv-threads 1 "):
-        raise RvvError(f"{source}: not rvv_threads output (did QEMU load the plugin and exit normally?)")
-    counts = ThreadCounts(lines[0].split()[2], 0, [], [])
-    for line in lines[1:]:
-        fields = line.split()
+    target, lines = records(text, source, "rvv-threads")
+    counts = ThreadCounts(target, 0, [], [])
+    for fields in lines:
         if fields[0] == "vcpus":
             counts.vcpus = int(fields[1])
         elif fields[0] == "tb":
-            counts.blocks.append(Block(int(fields[1], 16), *(int(f) for f in fields[2:7]),
-                                       bytes.fromhex(fields[7]) if len(fields) > 7 else b""))
+            counts.blocks.append(block_record(fields))
             counts.per_vcpu.append({})
         elif fields[0] == "tv":
             counts.per_vcpu[-1][int(fields[2])] = int(fields[3])

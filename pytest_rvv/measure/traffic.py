@@ -24,7 +24,9 @@ from elftools.elf.sections import SymbolTableSection
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.process import run_process
 from pytest_rvv.config.cores import CacheHierarchy, cache_hierarchy
-from pytest_rvv.measure.counts import Block, ExecutedCounts, dispatch_at, loaded_libraries
+from pytest_rvv.measure.counts import ExecutedCounts, dispatch_at, loaded_libraries
+from pytest_rvv.measure.plugin_output import Block, records
+from pytest_rvv.measure.plugin_output import block as block_record
 from pytest_rvv.measure.plugin_run import plugin_run
 from pytest_rvv.measure.static import natural_order
 from pytest_rvv.run.qemu import Qemu
@@ -109,15 +111,11 @@ def sum_totals(rows: Iterable[Totals]) -> Totals:
 
 def parse_trace(text: str, source: Path) -> Trace:
     """The plugin's output (one instruction translated into several blocks has several lines: they are summed)."""
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith("rvv-memtrace 1 "):
-        raise RvvError(f"{source}: not rvv_memtrace output (did QEMU load the plugin and exit normally?)")
-    trace = Trace(lines[0].split()[2], [], {}, None)
-    for line in lines[1:]:
-        fields = line.split()
+    target, lines = records(text, source, "rvv-memtrace")
+    trace = Trace(target, [], {}, None)
+    for fields in lines:
         if fields[0] == "tb":
-            trace.blocks.append(Block(int(fields[1], 16), *(int(f) for f in fields[2:7]),
-                                      bytes.fromhex(fields[7]) if len(fields) > 7 else b""))
+            trace.blocks.append(block_record(fields))
         elif fields[0] == "cache":
             sets1, ways1, sets2, ways2, line_bytes = (int(f) for f in fields[1:6])
             trace.geometry = (sets1, ways1, sets2, ways2, line_bytes)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_rvv.config.cores import Core, MemoryTimings, memory_timings
+from pytest_rvv.config.cores import Core, MemoryTimings, cycles_s, memory_timings
 from pytest_rvv.measure.threads import DispatchThreads, ThreadProfile, measure_threads
 from pytest_rvv.measure.traffic import Totals, Traffic, measure_traffic
 from pytest_rvv.session import Cell
@@ -89,7 +89,7 @@ class WallEstimate:
 
     @property
     def seconds(self) -> float:
-        return self.cycles / (self.ghz * 1e9)
+        return cycles_s(self.cycles, self.ghz)
 
     @property
     def parts(self) -> dict[str, float]:
@@ -166,7 +166,7 @@ def dispatch_wall(work: dict[int, tuple[float, int]], traffic: Totals, line: int
                  "L2": sum(r[1] for r in rows.values()) / n, "DRAM": sum(r[2] for r in rows.values()) / n,
                  "imbalance": slowest - sum(times.values()) / n}
         bound = max(BOUNDS, key=lambda b: parts[b])
-    return DispatchWall(cycles, cycles / (ghz * 1e9), bound, parts, slowest, dram_floor, l2_floor)
+    return DispatchWall(cycles, cycles_s(cycles, ghz), bound, parts, slowest, dram_floor, l2_floor)
 
 
 def estimate_wall(profile: ThreadProfile, traffic: Traffic, core: Core, split: str = "even",

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
-from pytest_rvv.config.cores import CORES, Core
+from pytest_rvv.config.cores import CORES, Core, cycles_ms
 from pytest_rvv.config.targets import microkernel_pairs
 from pytest_rvv.measure.metrics import EXECUTED_PER_CALL_INSTRUCTIONS, SILICON, WALL_S_MIN, silicon_metric
 from pytest_rvv.measure.performance import PerfResult
@@ -85,7 +85,7 @@ def _estimate(rows: dict[tuple[str, str], PerfResult], model: str, target: str, 
     cycles = record.per_call_cycles(core.name) if record is not None else None
     if cycles is None:
         return None
-    return cycles / (core.ghz * 1e6) if core.ghz else cycles / 1e6
+    return cycles_ms(cycles, core.ghz or 1.0)
 
 
 def _silicon_ratio(rows: dict[tuple[str, str], PerfResult], model: str, target: str, core: Core) -> float | None:
