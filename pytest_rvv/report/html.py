@@ -278,6 +278,7 @@ def dispatch_table(vectorization: dict[tuple[str, str, str], dict[str, Any]], pe
         s, e = static.get(key, {}), executed.get(key, {})
         rows.append({"dispatch": key, "static": s.get("instructions"), "static_vector": s.get("vector"),
                      "executed": e.get("instructions"),
+                     "spilled": s.get("spills"), "spills_executed": e.get("spills"),
                      "share": round(100 * e["vector"] / e["instructions"], 1) if e.get("instructions") else None,
                      "lanes": occupancy[key]["occupancy_percent"] if key in occupancy else None,
                      "ukernels": e.get("ukernels") or s.get("ukernels") or [],
