@@ -93,6 +93,12 @@ def test_results_json_junit_properties_and_the_github_summary(reported):
     same_cell = [m for m in document["metrics"] if (m["model"], m["target"]) == ("mlp", "rv64gcv-zvl256b")]
     assert {m["toolchain"]["iree_compile"] for m in same_cell} == {lanes[0]["toolchain"]["iree_compile"]}
     assert document["run"]["toolchain"].startswith("IREE compiler version")
+    # each checked cell's dispatch table (pytest-rvv history reads it): its executed rows sum to the gated metric
+    tables = {(t["model"], t["target"]): t["dispatches"] for t in document["dispatch_tables"]}
+    assert set(tables) == {("mlp", "rv64gc"), ("mlp", "rv64gcv-zvl256b")}
+    executed = next(m["value"] for m in same_cell if m["metric"] == "executed_dispatch_instructions")
+    assert sum(r.get("executed", 0) for r in tables[("mlp", "rv64gcv-zvl256b")]) == executed
+    assert all("spilled_registers" in r and "instructions" in r for r in tables[("mlp", "rv64gcv-zvl256b")])
     properties = {p.get("name") for p in ET.parse(junit).iter("property")}
     assert {"rvv.module_bytes", "rvv.executed_dispatch_instructions", "rvv.wall_s_min",
             "rvv.lane_occupancy_percent"} <= properties

@@ -133,6 +133,7 @@ def check_vectorization(
         # for the HTML report's dispatch table and results.json's dispatch tables (measure/dispatch_table.py)
         "dispatches": {k: {"instructions": d["instructions"], "vector": d["vector"]}
                        | ({"spills": spilled(d)} if "vector_spills" in current["totals"] else {})
+                       | ({"ukernels": d["ukernels"]} if d.get("ukernels") else {})
                        for k, d in current["dispatches"].items()},
     }
     if not failures:

@@ -28,6 +28,7 @@ class DispatchRow:
     executed: int | None = None  # executed by the counted run (the module's load and one call)
     executed_vector: int | None = None
     executed_spills: int | None = None  # vector registers moved by executed spills and reloads
+    ukernels: tuple[str, ...] = ()  # microkernels inlined into it (compile/ukernels.py)
 
     @property
     def vector_share(self) -> float | None:
@@ -36,12 +37,12 @@ class DispatchRow:
         return round(100 * part / whole, 2) if whole and part is not None else None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None and v != ()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DispatchRow:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known})
 
 
 # The exact metrics of a row, as the history names them, with what "more" means for each.
@@ -83,6 +84,8 @@ class DispatchTable:
         for kind, record in ((STATIC, static), (EXECUTED, executed)):
             for name, entry in ((record or {}).get("dispatches") or {}).items():
                 row = rows.get(name, DispatchRow(name))
+                if entry.get("ukernels"):
+                    row = replace(row, ukernels=tuple(entry["ukernels"]))
                 spills = entry.get("spills")
                 if kind == STATIC:
                     row = replace(row, instructions=entry["instructions"], vector=entry["vector"],

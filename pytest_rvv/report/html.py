@@ -267,22 +267,22 @@ def _llvm_mca() -> str:
 
 def dispatch_table(vectorization: dict[tuple[str, str, str], dict[str, Any]], perf: PerfResult | None,
                    model: str, target: str, lanes: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Per dispatch: static and executed counts, executed vector share, lane occupancy and estimated
-    cycles (most work first). Occupancy exists only for an RVV target's run with elements counted."""
-    static = (vectorization.get((model, target, "static")) or {}).get("dispatches") or {}
-    executed = (vectorization.get((model, target, "executed")) or {}).get("dispatches") or {}
+    """Per dispatch: static and executed counts, executed vector share, vector registers spilled, lane occupancy and
+    estimated cycles (most work first). Occupancy exists only for an RVV target's run with elements counted."""
+    table = DispatchTable.from_snapshots(model, target, vectorization.get((model, target, "static")),
+                                         vectorization.get((model, target, "executed")))
     silicon = perf.silicon if perf is not None else {}
     occupancy = (lanes or {}).get("dispatches") or {}
     rows = []
-    for key in sorted(set(static) | set(executed)):
-        s, e = static.get(key, {}), executed.get(key, {})
-        rows.append({"dispatch": key, "static": s.get("instructions"), "static_vector": s.get("vector"),
-                     "executed": e.get("instructions"),
-                     "spilled": s.get("spills"), "spills_executed": e.get("spills"),
-                     "share": round(100 * e["vector"] / e["instructions"], 1) if e.get("instructions") else None,
-                     "lanes": occupancy[key]["occupancy_percent"] if key in occupancy else None,
-                     "ukernels": e.get("ukernels") or s.get("ukernels") or [],
-                     "cycles": {core: cycles.get(key) for core, cycles in silicon.items()}})
+    for row in table.rows:
+        share = round(100 * row.executed_vector / row.executed, 1) if row.executed and row.executed_vector is not None \
+            else None
+        rows.append({"dispatch": row.name, "static": row.instructions, "static_vector": row.vector,
+                     "executed": row.executed, "spilled": row.spilled_registers, "spills_executed": row.executed_spills,
+                     "share": share,
+                     "lanes": occupancy[row.name]["occupancy_percent"] if row.name in occupancy else None,
+                     "ukernels": list(row.ukernels),
+                     "cycles": {core: cycles.get(row.name) for core, cycles in silicon.items()}})
     rows.sort(key=lambda r: (-(r["executed"] or 0), -(r["static"] or 0), r["dispatch"]))
     return rows[:DISPATCH_ROWS]
 
