@@ -42,7 +42,8 @@ MATCHING_SHARE = 0.1
 # Executed instructions counted by name per dispatch (RISC-V): vsetvl* reconfigurations and vrgather permutes, a
 # known cost of generic data-tiled code (re-set vtype per tile, gathers to pack); diagnostics, not in snapshots. With
 # them, "calls": how often the dispatch function was entered, one call per workgroup (local-sync runs them all on
-# one thread; the work a multi-threaded runtime can spread).
+# one thread; the work a multi-threaded runtime can spread), and "spilled_registers": vector registers its executed
+# spills and reloads moved (measure/spills.py).
 WATCHED = {"vsetvl": ("vsetvli", "vsetivli", "vsetvl"),
            "vrgather": ("vrgather.vv", "vrgather.vx", "vrgather.vi", "vrgatherei16.vv")}
 _WATCHED = {m: name for name, mnemonics in WATCHED.items() for m in mnemonics}
@@ -233,6 +234,7 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
                     done = spilled.setdefault(key, Counter())
                     done["instructions"] += block.execs
                     done["registers"] += spill.registers * block.execs
+                    watched.setdefault(key, Counter())["spilled_registers"] += spill.registers * block.execs
     dispatches = {}
     for key in sorted(per_dispatch, key=natural_order):
         c = per_dispatch[key]

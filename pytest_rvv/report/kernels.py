@@ -173,6 +173,7 @@ def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResul
                 if total else None,
                 "vsetvl": sum(d.get("vsetvl", 0) for d in watched.values()),
                 "vrgather": sum(d.get("vrgather", 0) for d in watched.values()),
+                "spilled_registers": sum(d.get("spilled_registers", 0) for d in watched.values()),
                 "workgroups": max((d.get("calls", 0) for k, d in watched.items() if "matmul" in k), default=None),
                 "dram_bytes": traffic.get("dram_bytes"), "l2_misses": traffic.get("l2_misses"),
                 "est_vs_default": ratio(_value(record, est), _value(base, est)),
@@ -200,7 +201,7 @@ def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
     paths = [p for p in PATHS if any(p in e["paths"] for e in entries)]
     header = ["Row", "Shape", *(f"{p} est. Mcycles per call (vs default)" for p in paths), "inner/mmt4d est.",
               "inner/mmt4d executed", *(f"{p} est. wall ms 1 / {WALL_AT} threads (bound by)" for p in paths),
-              *(f"{p} vsetvl / vrgather (k)" for p in paths),
+              *(f"{p} vsetvl / vrgather / vregs spilled (k)" for p in paths),
               *(f"{p} DRAM KiB / L2 misses (k) per call" for p in paths)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for e in entries:
@@ -214,7 +215,8 @@ def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
         cells += [_wall(e["paths"].get(p)) for p in paths]
         for p in paths:
             v = e["paths"].get(p)
-            cells.append("-" if v is None else f"{v['vsetvl'] / 1e3:.1f} / {v['vrgather'] / 1e3:.1f}")
+            cells.append("-" if v is None else f"{v['vsetvl'] / 1e3:.1f} / {v['vrgather'] / 1e3:.1f} / "
+                                               f"{v['spilled_registers'] / 1e3:.1f}")
         cells += [_traffic(e["paths"].get(p)) for p in paths]
         lines.append("| " + " | ".join(cells) + " |")
     return lines

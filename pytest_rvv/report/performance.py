@@ -330,7 +330,8 @@ def kernel_lines(entries: list[dict[str, Any]]) -> list[str]:
     lines = ["## Kernel dashboard: every matmul path per row x shape", "",
              f"est. = estimated {kernels.CORE} cycles ({WHAT_IT_IS}) of one call; + once = what loading the module "
              "does once (packing constant weights); (vs default) = that path / the default path, per call; "
-             "vsetvl / vrgather = thousands executed in the dispatches; DRAM KiB / L2 misses (k) = one call's "
+             "vsetvl / vrgather / vregs spilled = thousands executed in the dispatches (vector registers moved by "
+             "spills and reloads); DRAM KiB / L2 misses (k) = one call's "
              f"dispatches on the {kernels.CORE}'s modelled caches (one core).", "", *kernels.dashboard_table(entries)]
     if rows := kernels.calibration(entries):
         lines += ["", "## The estimator against published silicon", "", *kernels.calibration_table(rows), "",
