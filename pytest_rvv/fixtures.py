@@ -43,7 +43,7 @@ from pytest_rvv.judge.policy import estimator_verdict, tolerances, wall_row_verd
 from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
 from pytest_rvv.judge.verdict import judge
 from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming, calibrate
-from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed
+from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, silicon_metric
 from pytest_rvv.measure.peers import PeerComparison, PeerWork, measure_iree, measure_peer
 from pytest_rvv.measure.performance import (
@@ -152,7 +152,8 @@ def rvv_executed(rvv_runner: Runner, rvv_cell: Callable[[], Cell], tmp_path: Pat
 @pytest.fixture
 def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement], rvv_session: RvvSession,
                                rvv_model: Model, rvv_target: Target, rvv_snapshot: SnapshotAssertion,
-                               record_property: Any, request: pytest.FixtureRequest) -> Callable[[], GateResult]:
+                               record_property: Any, request: pytest.FixtureRequest, rvv_cell: Callable[[], Cell],
+                               tmp_path: Path) -> Callable[[], GateResult]:
     """The vectorization gate on executed counts per dispatch, against an executed-counts snapshot."""
 
     def check() -> GateResult:
@@ -165,11 +166,14 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
                                           **measurement.attribution["lanes"]})
             record_property(f"rvv.{LANE_OCCUPANCY}", measurement.attribution["lanes"]["total"]["occupancy_percent"])
         current = measurement.snapshot(rvv_model.name, rvv_target.name)
+        # what the load alone executes (the performance suite's load-only run, one per content): a call's work
+        loaded = measure_one_time(rvv_cell(), tmp_path / "load")
         return _gated(check_vectorization(rvv_snapshot, current, rvv_target,
                                           max_share_drop=rvv_session.settings.max_vector_share_drop,
                                           strict=request.config.getoption("rvv_strict_baselines"), kind="executed",
                                           toolchain=rvv_session.toolchain.compiler_version,
-                                          added_work=rvv_session.settings.added_work_percent), record_property)
+                                          added_work=rvv_session.settings.added_work_percent,
+                                          one_time=loaded.per_dispatch), record_property)
 
     return check
 

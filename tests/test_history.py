@@ -21,9 +21,11 @@ from .conftest import SUITES
 CELL = ("nsnet2", "rv64gcv-zvl256b")
 
 
-def row(name: str, executed: int, vector: int = 10, spilled: int = 0) -> DispatchRow:
-    return DispatchRow(name, instructions=executed // 10, vector=vector, spilled_registers=spilled,
-                       executed=executed, executed_vector=executed // 2, executed_spills=spilled * 3)
+def row(name: str, work: int, vector: int = 10, spilled: int = 0, once: int = 50) -> DispatchRow:
+    """A dispatch whose call executes ``work`` instructions (its load ``once`` more)."""
+    return DispatchRow(name, instructions=work // 10, vector=vector, spilled_registers=spilled,
+                       executed=work + once, executed_vector=(work + once) // 2, executed_spills=spilled * 3,
+                       one_time=once)
 
 
 def sweep_folder(root: Path, version: str, rows: list[DispatchRow] | None, compiler: str | None = None,
@@ -62,7 +64,7 @@ def test_every_exact_difference_between_neighbours_is_a_change_point_even_one_in
     sweep_folder(tmp_path, "3.10.0", [row("dispatch_0_matmul", 1001), row("dispatch_1_add", 500)])
     sweep_folder(tmp_path, "3.11.0", [row("dispatch_0_matmul", 1001), row("dispatch_1_add", 500)])
     found = changes(load([tmp_path]))
-    executed = [c for c in found if c.metric == "executed"]
+    executed = [c for c in found if c.metric == "per_call"]
     assert [(c.good, c.bad, c.dispatch, c.before, c.after) for c in executed] == [
         ("3.9.0", "3.10.0", "dispatch_0_matmul", 1000, 1001)]  # asv's step detection finds no step here
 
@@ -72,11 +74,11 @@ def test_changes_are_grouped_by_interval_and_ranked_by_added_work_with_a_bisect_
                                       row("dispatch_2_pack", 300)])
     sweep_folder(tmp_path, "3.13.0", [row("dispatch_0_matmul", 1100), row("dispatch_1_add", 900),
                                       row("dispatch_2_pack", 100)])
-    found = [c for c in changes(load([tmp_path])) if c.metric == "executed"]
+    found = [c for c in changes(load([tmp_path])) if c.metric == "per_call"]
     assert [c.dispatch for c in found] == ["dispatch_1_add", "dispatch_0_matmul", "dispatch_2_pack"]
     lines = change_lines(changes(load([tmp_path])))
     assert lines[0].startswith("3.12.0 -> 3.13.0: ")
-    assert lines[1] == "  nsnet2 on rv64gcv-zvl256b: dispatch_1_add: executed instructions 500 -> 900 (+400, +80.0 %)"
+    assert lines[1] == "  nsnet2 on rv64gcv-zvl256b: dispatch_1_add: executed instructions per call 500 -> 900 (+400, +80.0 %)"
     assert lines[-1] == ("  bisect: pytest-rvv bisect --good 3.12.0 --bad 3.13.0 -- suites/vectorization "
                          "--rvv-models=nsnet2 --rvv-targets=rv64gcv-zvl256b")
 
@@ -85,7 +87,7 @@ def test_a_renumbered_dispatch_is_one_line_and_appearing_or_vanishing_ones_are_n
     sweep_folder(tmp_path, "3.12.0", [row("dispatch_3_matmul_64x64", 1000), row("dispatch_4_softmax", 50)])
     sweep_folder(tmp_path, "3.13.0", [row("dispatch_2_matmul_64x64", 1000), row("dispatch_5_pack", 70)])
     history = load([tmp_path])
-    assert not [c for c in changes(history) if c.metric == "executed"]  # the matmul only moved its index
+    assert not [c for c in changes(history) if c.metric == "per_call"]  # the matmul only moved its index
     named = {(c.dispatch, c.before, c.after) for c in changes(history) if c.metric == "dispatch"}
     assert named == {("dispatch_5_pack", None, 70), ("dispatch_4_softmax", 50, None)}
     assert [r is not None for r in lineage(history, CELL)["dispatch_2_matmul_64x64"]] == [True, True]
@@ -97,7 +99,7 @@ def test_a_failed_version_is_a_gap_not_a_change_and_the_neighbours_around_it_are
     sweep_folder(tmp_path, "3.12.0", [row("dispatch_0_matmul", 1200)])
     history = load([tmp_path])
     assert history.gaps == {CELL: {"3.11.0": "its compile failed"}}
-    executed = [c for c in changes(history) if c.metric == "executed"]
+    executed = [c for c in changes(history) if c.metric == "per_call"]
     assert [(c.good, c.bad) for c in executed] == [("3.10.0", "3.12.0")]
 
 
@@ -106,8 +108,8 @@ def test_gradual_creep_below_the_gate_is_named_as_drift_and_judged_first_to_last
         sweep_folder(tmp_path, f"3.{9 + i}.0", [row("dispatch_0_matmul", work)])
     history = load([tmp_path])
     (drift,) = drifts(history)
-    assert drift.text() == ("nsnet2 on rv64gcv-zvl256b: 3.9.0 -> 3.12.0: executed instructions 1000 -> 1120 "
-                            "(+12.0 %)")
+    assert drift.text() == ("nsnet2 on rv64gcv-zvl256b: 3.9.0 -> 3.12.0: executed instructions per call 1000 -> "
+                            "1120 (+12.0 %)")
     findings = judged(history, BUILTIN_TARGETS, added_work=5.0, max_share_drop=5.0)
     regressions = [f for f in findings if f.regression]
     assert {(f.good, f.bad, f.drift) for f in regressions} == {("3.9.0", "3.12.0", True)}
@@ -142,7 +144,7 @@ def test_bad_sweep_input_is_one_line_each_and_the_rest_is_drawn(tmp_path):
     assert missing == f"{tmp_path / 'missing'}: no such folder; left out"
     assert again == (f"{tmp_path / 'again' / '3.13.0' / 'results.json'}: a second result for nsnet2 on "
                      "rv64gcv-zvl256b at version 3.13.0; the first is kept")
-    assert history.tables[CELL]["3.13.0"].total("executed") == 1100
+    assert history.tables[CELL]["3.13.0"].total("per_call") == 1100
 
 
 def test_two_sweeps_of_one_range_with_other_selections_join(tmp_path):
@@ -210,12 +212,12 @@ def test_a_real_sweep_over_three_releases_is_drawn_with_its_change_points_checke
     assert all(v.compiler.startswith("IREE compiler version 3.1") for v in history.versions)
     cell = ("convs", "rv64gcv-zvl256b")
     assert all(t is not None and t.total("executed") for _, t in history.series(cell))
-    found = [c for c in changes(history) if c.metric == "executed"]
+    found = [c for c in changes(history) if c.metric == "per_call"]
     assert found, "3.11.0 .. 3.13.0 execute the convs identically: pick another selection"
     top = max(found, key=lambda c: abs(c.added))
     tables = {v.name: t for v, t in history.series(cell)}
-    before = {r.name: r.executed for r in tables[top.good].rows}
-    after = {r.name: r.executed for r in tables[top.bad].rows}
+    before = {r.name: r.per_call for r in tables[top.good].rows}
+    after = {r.name: r.per_call for r in tables[top.bad].rows}
     names = top.dispatch.split(" -> ")
     assert (before[names[0]], after[names[-1]]) == (top.before, top.after)
     run = subprocess.run([sys.executable, "-m", "pytest_rvv.cli", "history", str(out), f"--out={tmp_path / 'h'}"],

@@ -99,6 +99,8 @@ def test_results_json_junit_properties_and_the_github_summary(reported):
     executed = next(m["value"] for m in same_cell if m["metric"] == "executed_dispatch_instructions")
     assert sum(r.get("executed", 0) for r in tables[("mlp", "rv64gcv-zvl256b")]) == executed
     assert all("spilled_registers" in r and "instructions" in r for r in tables[("mlp", "rv64gcv-zvl256b")])
+    per_call = next(m["value"] for m in same_cell if m["metric"] == "executed_per_call_instructions")
+    assert sum(r["executed"] - r["one_time"] for r in tables[("mlp", "rv64gcv-zvl256b")]) == per_call
     properties = {p.get("name") for p in ET.parse(junit).iter("property")}
     assert {"rvv.module_bytes", "rvv.executed_dispatch_instructions", "rvv.wall_s_min",
             "rvv.lane_occupancy_percent"} <= properties

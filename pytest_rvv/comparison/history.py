@@ -186,13 +186,13 @@ def row_changes(cell: Cell, good: str, bad: str, before: DispatchTable, after: D
     changes = []
     for a, b in matching.pairs:
         for metric in METRICS:
+            if metric == "executed" and old[a].per_call is not None and new[b].per_call is not None:
+                continue  # per call and at load say it, apart
             x, y = getattr(old[a], metric), getattr(new[b], metric)
             if x is not None and y is not None and x != y:
                 changes.append(Change(*cell, good, bad, pair_name(a, b), metric, x, y))
-    changes += [Change(*cell, good, bad, k, "dispatch", None, new[k].executed or new[k].instructions)
-                for k in matching.added]
-    changes += [Change(*cell, good, bad, k, "dispatch", old[k].executed or old[k].instructions, None)
-                for k in matching.removed]
+    changes += [Change(*cell, good, bad, k, "dispatch", None, new[k].work) for k in matching.added]
+    changes += [Change(*cell, good, bad, k, "dispatch", old[k].work, None) for k in matching.removed]
     return changes
 
 
@@ -205,7 +205,8 @@ def changes(history: History) -> list[Change]:
         for (v1, t1), (v2, t2) in itertools.pairwise(measured):
             found += row_changes(cell, v1.name, v2.name, t1, t2)
     order = {v.name: i for i, v in enumerate(history.versions)}
-    return sorted(found, key=lambda c: (order.get(c.bad, 0), order.get(c.good, 0), c.metric != "executed",
+    rank = {"per_call": 0, "executed": 0}  # work first, most added first; then the rest
+    return sorted(found, key=lambda c: (order.get(c.bad, 0), order.get(c.good, 0), rank.get(c.metric, 1),
                                         -c.added, c.model, c.target, c.dispatch, c.metric))
 
 
@@ -220,13 +221,14 @@ class Drift:
     last: str
     before: int
     after: int
+    what: str = METRICS["executed"]
 
     @property
     def percent(self) -> float:
         return 100 * (self.after - self.before) / self.before if self.before else 0.0
 
     def text(self) -> str:
-        return (f"{self.model} on {self.target}: {self.first} -> {self.last}: executed instructions {self.before} -> "
+        return (f"{self.model} on {self.target}: {self.first} -> {self.last}: {self.what} {self.before} -> "
                 f"{self.after} ({self.percent:+.1f} %)")
 
 
@@ -236,7 +238,8 @@ def drifts(history: History) -> list[Drift]:
         measured = [(v, t) for v, t in history.series(cell) if t is not None and t.total("executed") is not None]
         if len(measured) >= 2:
             (v1, t1), (v2, t2) = measured[0], measured[-1]
-            out.append(Drift(*cell, v1.name, v2.name, t1.total("executed") or 0, t2.total("executed") or 0))
+            metric = "per_call" if all(r.per_call is not None for t in (t1, t2) for r in t.rows) else "executed"
+            out.append(Drift(*cell, v1.name, v2.name, t1.total(metric) or 0, t2.total(metric) or 0, METRICS[metric]))
     return sorted(out, key=lambda d: -d.percent)
 
 
@@ -246,7 +249,10 @@ def as_snapshot(table: DispatchTable) -> dict[str, Any]:
     for row in table.rows:
         work, vector = (row.executed, row.executed_vector) if row.executed is not None else (row.instructions,
                                                                                               row.vector)
-        entry: dict[str, Any] = {"instructions": work or 0, "vector": vector or 0, "vectorized": bool(vector)}
+        if row.per_call is not None:  # the work of a call; the vector share stays the counted run's
+            work = row.per_call
+        entry: dict[str, Any] = {"instructions": work or 0, "vector": min(vector or 0, work or 0),
+                                 "vectorized": bool(vector)}
         spills = row.executed_spills if row.executed is not None else row.spilled_registers
         if spills:
             entry["spills"] = {"registers": spills}
@@ -266,8 +272,7 @@ def top_dispatches(tables: Iterable[DispatchTable | None], n: int = 5) -> list[s
     most: dict[str, int] = {}
     for table in tables:
         for row in table.rows if table else ():
-            work = row.executed if row.executed is not None else row.instructions or 0
-            most[row.name] = max(most.get(row.name, 0), work)
+            most[row.name] = max(most.get(row.name, 0), row.work or 0)
     return sorted(most, key=lambda k: -most[k])[:n]
 
 

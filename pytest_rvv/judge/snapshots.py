@@ -80,9 +80,11 @@ def check_vectorization(
     kind: str = "static",
     toolchain: str = "",
     added_work: float = 5.0,
+    one_time: dict[str, int] | None = None,
 ) -> SnapshotVerdict:
     """Apply the gate against the recorded snapshot, then keep (or, when updating, rewrite) it; the verdict is
-    returned (the fixture records ``records`` and fails the test when it failed).
+    returned (the fixture records ``records`` and fails the test when it failed). ``one_time`` (executed snapshots):
+    what each dispatch executes while the module loads, carried in the record so that a call's work can be shown.
 
     - updating (``--snapshot-update`` / ``--update-baselines``): the snapshot is rewritten and
       regressions are accepted; only a vector instruction on a scalar target still fails;
@@ -130,6 +132,7 @@ def check_vectorization(
         "improvements": verdict.improvements, "changes": verdict.changes + notes,
         "upgrade": [recorded_with, toolchain] if upgrade else None, "work": verdict.work, "churn": verdict.churn,
         "recorded_totals": previous["totals"] if previous else None,
+        "one_time": one_time,
         # for the HTML report's dispatch table and results.json's dispatch tables (measure/dispatch_table.py)
         "dispatches": {k: {"instructions": d["instructions"], "vector": d["vector"]}
                        | ({"spills": spilled(d)} if "vector_spills" in current["totals"] else {})

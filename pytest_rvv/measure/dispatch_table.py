@@ -28,7 +28,21 @@ class DispatchRow:
     executed: int | None = None  # executed by the counted run (the module's load and one call)
     executed_vector: int | None = None
     executed_spills: int | None = None  # vector registers moved by executed spills and reloads
+    one_time: int | None = None  # of ``executed``, what the module's load alone executes (its initializers)
     ukernels: tuple[str, ...] = ()  # microkernels inlined into it (compile/ukernels.py)
+
+    @property
+    def per_call(self) -> int | None:
+        """What one call executes: the counted run less the load (None unless both were counted)."""
+        return self.executed - self.one_time if self.executed is not None and self.one_time is not None else None
+
+    @property
+    def work(self) -> int | None:
+        """The work the history follows: per call where the load was counted, else the counted run, else static."""
+        for value in (self.per_call, self.executed, self.instructions):
+            if value is not None:
+                return value
+        return None
 
     @property
     def vector_share(self) -> float | None:
@@ -46,7 +60,8 @@ class DispatchRow:
 
 
 # The exact metrics of a row, as the history names them, with what "more" means for each.
-METRICS = {"executed": "executed instructions", "instructions": "static instructions",
+METRICS = {"per_call": "executed instructions per call", "one_time": "executed instructions at load",
+           "executed": "executed instructions (load and call)", "instructions": "static instructions",
            "vector": "static vector instructions", "spilled_registers": "vector registers spilled",
            "executed_spills": "vector registers moved by executed spills"}
 
@@ -91,7 +106,9 @@ class DispatchTable:
                     row = replace(row, instructions=entry["instructions"], vector=entry["vector"],
                                   spilled_registers=spills if spills is not None else None)
                 else:
+                    once = record.get("one_time") if record else None
                     row = replace(row, executed=entry["instructions"], executed_vector=entry["vector"],
-                                  executed_spills=spills if spills is not None else None)
+                                  executed_spills=spills if spills is not None else None,
+                                  one_time=None if once is None else int(once.get(name, 0)))
                 rows[name] = row
         return cls(model, target, tuple(rows[k] for k in sorted(rows, key=natural_order)))

@@ -26,9 +26,7 @@ def _file_name(cell: Cell) -> str:
 
 
 def _work(row: DispatchRow | None) -> float:
-    if row is None:
-        return float("nan")
-    value = row.executed if row.executed is not None else row.instructions
+    value = None if row is None else row.work
     return float("nan") if value is None else float(value)
 
 
@@ -48,7 +46,10 @@ def draw(history: History, cell: Cell, path: Path) -> Path:
     top = sorted(lines, key=lambda k: -max((_work(r) for r in lines[k] if r is not None), default=0))[:TOP]
     fig, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True, gridspec_kw={"height_ratios": [4, 1.2, 1.2, 1.2]})
     main = axes[0]
-    counted = any(r is not None and r.executed is not None for k in top for r in lines[k])
+    rows = [r for k in top for r in lines[k] if r is not None]
+    label = ("executed instructions per call" if rows and all(r.per_call is not None for r in rows) else
+             "executed instructions (load and call)" if rows and all(r.executed is not None for r in rows) else
+             "instructions (per call / counted run / static, as measured)")
     for name in top:
         values = [_work(r) for r in lines[name]]
         (drawn,) = main.step(x, values, where="mid", label=name[:60], linewidth=1.6)
@@ -65,7 +66,7 @@ def draw(history: History, cell: Cell, path: Path) -> Path:
     gaps = [i for i, (_, t) in enumerate(series) if t is None]
     for i in gaps:
         main.axvspan(i - 0.5, i + 0.5, color="0.9", zorder=0)
-    main.set_ylabel("executed instructions" if counted else "static instructions")
+    main.set_ylabel(label, fontsize=8)
     main.set_title(f"{cell[0]} on {cell[1]}: top {len(top)} dispatches by work" + (" (grey: no result)" if gaps
                                                                                    else ""), fontsize=10)
     main.legend(fontsize=7, loc="best")

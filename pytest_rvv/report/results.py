@@ -23,7 +23,7 @@
      "peers_published": [{"model", "source", "measured", "iree_ms", "onnxruntime_ms", "measured_ratio", "ours",
                           "differs"}],                          # and a study's measured ratio beside ours
      "dispatch_tables": [{"model", "target", "dispatches": [{"name", "instructions", "vector", "spilled_registers",
-                          "executed", "executed_vector", "executed_spills", "ukernels"}]}]}
+                          "executed", "executed_vector", "executed_spills", "one_time", "ukernels"}]}]}
                                                                 # every vectorization-checked cell, per dispatch
                                                                 # (measure/dispatch_table.py; pytest-rvv history)
 
