@@ -224,6 +224,12 @@ def test_a_real_sweep_over_three_releases_is_drawn_with_its_change_points_checke
                          cwd=project.path, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert f"{top.good} -> {top.bad}: " in run.stdout and (tmp_path / "h" / "convs__rv64gcv-zvl256b.png").is_file()
+    # the run report's history section lists the same change points for its cells
+    report = subprocess.run([sys.executable, "-m", "pytest", *selection, f"--rvv-report={tmp_path / 'r'}",
+                             f"--rvv-history={out}"], cwd=project.path, capture_output=True, text=True)
+    assert report.returncode == 0, report.stdout[-2000:]
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert "Change points per dispatch" in page and f"{top.good} -&gt; {top.bad}: " in page
 
 
 @pytest.mark.parametrize("metric", ["executed", "instructions", "spilled_registers"])

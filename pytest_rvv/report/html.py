@@ -23,6 +23,8 @@ import pytest
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.comparison.history import changes
+from pytest_rvv.comparison.history import load as load_history
 from pytest_rvv.comparison.kernels import kernel_changes_table
 from pytest_rvv.comparison.report import added_by_dispatch, added_work, comparison_status, ranked
 from pytest_rvv.judge.baselines import PERF_BASELINES
@@ -32,6 +34,7 @@ from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
 from pytest_rvv.report.estimator import estimator_table
 from pytest_rvv.report.history import HISTORY_DIR, history
+from pytest_rvv.report.history_page import change_lines
 from pytest_rvv.report.peers import NOTE as PEERS_NOTE
 from pytest_rvv.report.peers import STUDIES_NOTE, moved_lines, peers_table, studies, studies_lines, studies_table
 from pytest_rvv.report.performance import (
@@ -115,6 +118,14 @@ class CellOutcomes:
         self.tests.append({"nodeid": report.nodeid, "outcome": outcome_of(report), "model": row, "target": target,
                            "check": check, "longrepr": text, "reason": reason or getattr(report, "wasxfail", ""),
                            "duration": round(report.duration, 2)})
+
+
+def sweep_changes(folder: Path, cells: list[tuple[str, str]]) -> list[str]:
+    """The change points per dispatch of a sweep's folder (``pytest-rvv history``'s list) for this run's cells."""
+    if not folder.is_dir():
+        return []
+    found = [c for c in changes(load_history([folder])) if (c.model, c.target) in set(cells)]
+    return change_lines(found)
 
 
 def dispatch_tables(sections: Sections) -> list[DispatchTable]:
@@ -237,10 +248,10 @@ class RunReport:
                     "error": agreement.get((model, target)),
                 })
         sweep = self.config.getoption("rvv_history")
-        trend = history(self.session.settings.root, self.session.settings.root / PERF_BASELINES,
-                        [(c["model"], c["target"]) for c in cells],
-                        Path(sweep) if sweep else self.session.settings.root / HISTORY_DIR)
-        return env.get_template("index.html.j2").render(history=trend,
+        swept = Path(sweep) if sweep else self.session.settings.root / HISTORY_DIR
+        shown = [(c["model"], c["target"]) for c in cells]
+        trend = history(self.session.settings.root, self.session.settings.root / PERF_BASELINES, shown, swept)
+        return env.get_template("index.html.j2").render(history=trend, dispatch_changes=sweep_changes(swept, shown),
             run=run, targets=targets, rows=rows, cells=cells,
             by_key={(c["model"], c["target"]): c for c in cells}, table=table, what_estimates_are=WHAT_IT_IS,
             table_notes=table_one_note(perf) if perf else [],
