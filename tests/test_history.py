@@ -78,7 +78,8 @@ def test_changes_are_grouped_by_interval_and_ranked_by_added_work_with_a_bisect_
     assert [c.dispatch for c in found] == ["dispatch_1_add", "dispatch_0_matmul", "dispatch_2_pack"]
     lines = change_lines(changes(load([tmp_path])))
     assert lines[0].startswith("3.12.0 -> 3.13.0: ")
-    assert lines[1] == "  nsnet2 on rv64gcv-zvl256b: dispatch_1_add: executed instructions per call 500 -> 900 (+400, +80.0 %)"
+    assert lines[1] == ("  nsnet2 on rv64gcv-zvl256b: dispatch_1_add: executed instructions per call 500 -> 900 (+400, "
+                        "+80.0 %)")
     assert lines[-1] == ("  bisect: pytest-rvv bisect --good 3.12.0 --bad 3.13.0 -- suites/vectorization "
                          "--rvv-models=nsnet2 --rvv-targets=rv64gcv-zvl256b")
 
