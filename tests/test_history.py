@@ -136,9 +136,11 @@ def test_bad_sweep_input_is_one_line_each_and_the_rest_is_drawn(tmp_path):
     sweep_folder(tmp_path / "again", "3.13.0", [row("dispatch_0_matmul", 5)])
     sweep_folder(tmp_path / "other", "3.13.0", [row("dispatch_0_matmul", 5)],
                  compiler="IREE compiler version 3.13.0 @ 1")
+    (good / "3.11.0").mkdir()  # a version the sweep could not install or run
     history = load([good, tmp_path / "old", tmp_path / "again", tmp_path / "other", tmp_path / "missing"])
     assert [v.name for v in history.versions] == ["3.12.0", "3.13.0"]
-    old, other, missing, again = history.notes
+    gap, old, other, missing, again = history.notes
+    assert gap == f"{good / '3.11.0'}: version 3.11.0 has no results.json (it could not be installed or run); a gap"
     assert old.endswith("3.11.0/results.json: schema 'pytest-rvv-results/0', not pytest-rvv-results/1; left out")
     assert other.endswith("version 3.13.0 again, made by IREE compiler version 3.13.0 @ 1 (first: IREE compiler "
                           f"version 3.13.0 @ {'ab' * 20} in {good / '3.13.0'}); left out")

@@ -90,6 +90,9 @@ def load(folders: Iterable[Path]) -> History:
             [folder / "results.json"] if (folder / "results.json").is_file() else [])
         if not files:
             notes.append(f"{folder}: holds no <version>/results.json (run pytest-rvv sweep into it); left out")
+        elif folder.is_dir():  # a version the sweep started and got no results for (its log says why)
+            notes += [f"{sub}: version {sub.name} has no results.json (it could not be installed or run); a gap"
+                      for sub in sorted(folder.iterdir()) if sub.is_dir() and not (sub / "results.json").is_file()]
         for path in files:
             try:
                 document = json.loads(path.read_text())
