@@ -50,19 +50,22 @@ def draw(history: History, cell: Cell, path: Path) -> Path:
     label = ("executed instructions per call" if rows and all(r.per_call is not None for r in rows) else
              "executed instructions (load and call)" if rows and all(r.executed is not None for r in rows) else
              "instructions (per call / counted run / static, as measured)")
-    for name in top:
+    drawn_values = []
+    for rank, name in enumerate(top):
         values = [_work(r) for r in lines[name]]
+        drawn_values += [v for v in values if v == v and v > 0]
         (drawn,) = main.step(x, values, where="mid", label=name[:60], linewidth=1.6)
         previous = None
         for i, value in enumerate(values):
             if value != value:  # a gap (NaN): no change point across it
                 continue
             if previous is not None and value != previous:
-                percent = 100 * (value - previous) / previous if previous else 0.0
                 main.plot([i], [value], marker="o", color=drawn.get_color(), markersize=6)
-                main.annotate(f"{percent:+.1f}%", (i, value), textcoords="offset points", xytext=(4, 6), fontsize=7,
-                              color=drawn.get_color())
+                main.annotate(percent_text(previous, value), (i, value), textcoords="offset points",
+                              xytext=(5, 4 + 9 * rank), fontsize=7, color=drawn.get_color())
             previous = value
+    if drawn_values and max(drawn_values) > 100 * min(drawn_values):
+        main.set_yscale("log")  # dispatches orders of magnitude apart: each line readable
     gaps = [i for i, (_, t) in enumerate(series) if t is None]
     for i in gaps:
         main.axvspan(i - 0.5, i + 0.5, color="0.9", zorder=0)
@@ -82,10 +85,19 @@ def draw(history: History, cell: Cell, path: Path) -> Path:
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
     axes[-1].set_xticks(x, names, rotation=30, fontsize=8)
+    axes[-1].set_xlim(-0.5, len(x) - 0.2)  # room for the last version's labels
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def percent_text(before: float, after: float) -> str:
+    """A change point's label: ``+12.3%``, a small move with two significant digits (``+0.0021%``), not ``-0.0%``."""
+    if not before:
+        return "new"
+    percent = 100 * (after - before) / before
+    return f"{percent:+.1f}%" if abs(percent) >= 0.1 else f"{percent:+.2g}%"
 
 
 def _share(part: int | None, whole: int | None) -> float | None:
