@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rvv.comparison.history import changes, drifts, judged, lineage, load, release_key
+from pytest_rvv.comparison.history import changes, drifts, judged, lineage, load, release_key, selection
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.dispatch_table import DispatchRow, DispatchTable
 from pytest_rvv.report.history import history as report_history
@@ -124,8 +124,13 @@ def test_a_dispatch_that_starts_spilling_between_versions_fails_the_gate(tmp_pat
     sweep_folder(tmp_path, "3.13.0", [row("dispatch_0_matmul", 1000, spilled=8)])
     findings = judged(load([tmp_path]), BUILTIN_TARGETS, added_work=5.0, max_share_drop=5.0)
     assert [f.line for f in findings if f.regression] == [
-        "dispatch_0_matmul: now spills vector registers (0 spill instructions executed, 24 registers moved), "
-        "none before"]
+        "dispatch_0_matmul: now spills vector registers (24 registers moved), none before"]
+
+
+def test_a_kernel_cells_bisect_line_selects_it_through_the_kernel_suite_on_its_path():
+    assert selection("mm-f32-256x256x256", "rv64gcv-zvl256b-inner") == (
+        "suites/kernels --rvv-kernels=256x256x256,f32,inner-tiled -k still_vectorized")
+    assert selection("nsnet2", "rv64gc") == "suites/vectorization --rvv-models=nsnet2 --rvv-targets=rv64gc"
 
 
 def test_bad_sweep_input_is_one_line_each_and_the_rest_is_drawn(tmp_path):

@@ -157,6 +157,8 @@ def history_command(args: argparse.Namespace, settings: Settings) -> int:
     regressions = [f for f in findings if f.regression]
     for finding in regressions:
         print(f"REGRESSED: {finding.text()}")
+    for (model, target), gaps in sorted(history.gaps.items()):
+        print(f"gap: {model} on {target}: " + "; ".join(f"{v} ({why})" for v, why in gaps.items()))
     for note in history.notes:
         print(f"left out: {note}")
     print(f"graphs, index.html and changes.json: {page.parent}")

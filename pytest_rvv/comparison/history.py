@@ -19,7 +19,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from pytest_rvv.config.targets import Target
+from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.judge.gate import check_gate
 from pytest_rvv.measure.dispatch_table import METRICS, DispatchRow, DispatchTable
 from pytest_rvv.measure.matching import match_dispatches, pair_name
@@ -169,17 +169,37 @@ class Change:
     def text(self) -> str:
         if self.metric == "dispatch":
             return f"{self.dispatch}: {'new' if self.before is None else 'gone'}"
-        percent = f", {100 * self.added / self.before:+.1f} %" if self.before else ""
+        percent = f", {percent_text(self.before, self.after or 0)}" if self.before else ""
         return f"{self.dispatch}: {METRICS[self.metric]} {self.before} -> {self.after} ({self.added:+d}{percent})"
 
     def bisect_line(self) -> str:
-        return (f"pytest-rvv bisect --good {self.good} --bad {self.bad} -- suites/vectorization "
-                f"--rvv-models={self.model} --rvv-targets={self.target}")
+        """The command that finds the first release between the two that makes the change."""
+        return f"pytest-rvv bisect --good {self.good} --bad {self.bad} -- {selection(self.model, self.target)}"
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "target": self.target, "good": self.good, "bad": self.bad,
                 "dispatch": self.dispatch, "metric": self.metric, "before": self.before, "after": self.after,
                 "added": self.added, "bisect": self.bisect_line()}
+
+
+def percent_text(before: float, after: float) -> str:
+    """``+12.3 %``; a small move with two significant digits (``+0.015 %``), never ``+0.0 %``."""
+    percent = 100 * (after - before) / before
+    return f"{percent:+.1f} %" if abs(percent) >= 0.1 or percent == 0 else f"{percent:+.2g} %"
+
+
+_KERNEL = re.compile(r"^mm-(?P<dtype>[\w-]+)-(?P<shape>\d+x\d+x\d+)$")
+
+
+def selection(model: str, target: str) -> str:
+    """The pytest arguments that run one cell's vectorization check: a kernel cell (``mm-<type>-MxKxN``) through
+    the kernel suite on its shape, type and matmul path, a model through suites/vectorization."""
+    kernel = _KERNEL.match(model)
+    if kernel is None:
+        return f"suites/vectorization --rvv-models={model} --rvv-targets={target}"
+    known = BUILTIN_TARGETS.get(target)
+    path = f",{known.path}" if known is not None else ""
+    return f"suites/kernels --rvv-kernels={kernel['shape']},{kernel['dtype']}{path} -k still_vectorized"
 
 
 def row_changes(cell: Cell, good: str, bad: str, before: DispatchTable, after: DispatchTable) -> list[Change]:
@@ -231,8 +251,10 @@ class Drift:
         return 100 * (self.after - self.before) / self.before if self.before else 0.0
 
     def text(self) -> str:
-        return (f"{self.model} on {self.target}: {self.first} -> {self.last}: {self.what} {self.before} -> "
-                f"{self.after} ({self.percent:+.1f} %)")
+        moved = f"{self.before} -> {self.after} ({percent_text(self.before, self.after)})" if self.before else \
+            f"{self.before} -> {self.after}"
+        return f"{self.model} on {self.target}: {self.first} -> {self.last}: {self.what} " + (
+            f"{self.before}, unchanged" if self.before == self.after else moved)
 
 
 def drifts(history: History) -> list[Drift]:

@@ -174,7 +174,8 @@ def spills_text(entry: dict[str, Any], verb: str) -> str:
     spills = entry.get("spills") or {}
     if "stores" in spills:
         return f"{spills['stores']} stores and {spills['reloads']} reloads, {spills['registers']} registers {verb}"
-    return f"{spills.get('instructions', 0)} spill instructions executed, {spills.get('registers', 0)} registers {verb}"
+    executed = f"{spills['instructions']} spill instructions executed, " if "instructions" in spills else ""
+    return f"{executed}{spills.get('registers', 0)} registers {verb}"
 
 
 def _judge_spills(result: GateResult, key: str, old: dict[str, Any], new: dict[str, Any], verb: str) -> None:
