@@ -130,16 +130,15 @@ def load(folders: Iterable[Path]) -> History:
             tables[name] = table
     failed: dict[str, dict[Cell, str]] = {}
     for _, name, document in documents:
-        failed.setdefault(name, {}).update({(t.get("model"), t.get("target")): t.get("check", "")
-                                            for t in document.get("tests", [])
-                                            if t.get("outcome") in ("failed", "error", "could-not-run")})
+        failed.setdefault(name, {}).update({(t.get("model"), t.get("target")): (
+            f"its {t.get('check') or 'test'} {str(t.get('outcome')).replace('-', ' ')}")
+            for t in document.get("tests", []) if t.get("outcome") in ("failed", "error", "could-not-run")})
     for cell, tables in history.tables.items():
         for version in history.versions:
             if version.name in tables:
                 continue
             why = failed.get(version.name, {})
-            history.gaps.setdefault(cell, {})[version.name] = (f"its {why[cell] or 'test'} failed" if cell in why
-                                                               else "not in that run")
+            history.gaps.setdefault(cell, {})[version.name] = why.get(cell, "not in that run")
     for cell, gaps in sorted(history.gaps.items()):
         absent = [v for v, why in gaps.items() if why == "not in that run"]
         if absent:
