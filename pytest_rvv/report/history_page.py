@@ -54,7 +54,9 @@ def draw(history: History, cell: Cell, path: Path) -> Path:
     for rank, name in enumerate(top):
         values = [_work(r) for r in lines[name]]
         drawn_values += [v for v in values if v == v and v > 0]
-        (drawn,) = main.step(x, values, where="mid", label=name[:60], linewidth=1.6)
+        # a label starting with "_" is left out of matplotlib's legend (IREE's _encoding_N dispatches): a zero-width
+        # space in front keeps it
+        (drawn,) = main.step(x, values, where="mid", label="\u200b" + name[:60], linewidth=1.6)
         previous = None
         for i, value in enumerate(values):
             if value != value:  # a gap (NaN): no change point across it
@@ -75,12 +77,18 @@ def draw(history: History, cell: Cell, path: Path) -> Path:
     main.legend(fontsize=7, loc="best")
     main.grid(alpha=0.3)
     tables = [t for _, t in series]
+    static_spills = any(t is not None and t.total("spilled_registers") is not None for t in tables)
     panels = [("static instr.", [t.total("instructions") if t else None for t in tables]),
               ("vector %", [_share(t.total("executed_vector"), t.total("executed")) or
                             _share(t.total("vector"), t.total("instructions")) if t else None for t in tables]),
-              ("vregs spilled", [t.total("spilled_registers") if t else None for t in tables])]
+              ("vregs spilled" if static_spills else "vregs moved\nby spills",
+               [(t.total("spilled_registers") if static_spills else t.total("executed_spills")) if t else None
+                for t in tables])]
     for ax, (label, values) in zip(axes[1:], panels, strict=True):
         ax.step(x, [float("nan") if v is None else v for v in values], where="mid", color="0.3")
+        if all(v is None for v in values):
+            ax.text(0.5, 0.5, "not measured in this sweep", transform=ax.transAxes, ha="center", va="center",
+                    fontsize=8, color="0.4")
         ax.set_ylabel(label, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
