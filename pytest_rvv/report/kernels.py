@@ -215,8 +215,9 @@ def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
         cells += [_wall(e["paths"].get(p)) for p in paths]
         for p in paths:
             v = e["paths"].get(p)
+            spilled = None if v is None else v.get("spilled_registers")  # entries read back from older results
             cells.append("-" if v is None else f"{v['vsetvl'] / 1e3:.1f} / {v['vrgather'] / 1e3:.1f} / "
-                                               f"{v['spilled_registers'] / 1e3:.1f}")
+                                               + ("-" if spilled is None else f"{spilled / 1e3:.1f}"))
         cells += [_traffic(e["paths"].get(p)) for p in paths]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
