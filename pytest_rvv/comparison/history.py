@@ -182,7 +182,9 @@ class Change:
 
 
 def percent_text(before: float, after: float) -> str:
-    """``+12.3 %``; a small move with two significant digits (``+0.015 %``), never ``+0.0 %``."""
+    """``+12.3 %``; a small move with two significant digits (``+0.015 %``), never ``+0.0 %``; ``new`` from 0."""
+    if not before:
+        return "new"
     percent = 100 * (after - before) / before
     return f"{percent:+.1f} %" if abs(percent) >= 0.1 or percent == 0 else f"{percent:+.2g} %"
 
@@ -269,6 +271,9 @@ def drifts(history: History) -> list[Drift]:
 
 def as_snapshot(table: DispatchTable) -> dict[str, Any]:
     """A table as the executed snapshot the vectorization gate judges (judge/gate.py), for the history's verdict."""
+    def spills(row: DispatchRow) -> int | None:  # the counted run's where it ran, else the object's
+        return row.executed_spills if row.executed is not None else row.spilled_registers
+
     dispatches: dict[str, Any] = {}
     for row in table.rows:
         work, vector = (row.executed, row.executed_vector) if row.executed is not None else (row.instructions,
@@ -277,31 +282,17 @@ def as_snapshot(table: DispatchTable) -> dict[str, Any]:
             work = row.per_call
         entry: dict[str, Any] = {"instructions": work or 0, "vector": min(vector or 0, work or 0),
                                  "vectorized": bool(vector)}
-        spills = row.executed_spills if row.executed is not None else row.spilled_registers
-        if spills:
-            entry["spills"] = {"registers": spills}
+        if spilled := spills(row):
+            entry["spills"] = {"registers": spilled}
         dispatches[row.name] = entry
     total = sum(d["instructions"] for d in dispatches.values())
     vector = sum(d["vector"] for d in dispatches.values())
     totals: dict[str, Any] = {"instructions": total, "vector": vector,
                               "vector_share_percent": round(100 * vector / total, 2) if total else 0.0}
-    if all((r.executed_spills if r.executed is not None else r.spilled_registers) is not None for r in table.rows):
+    if all(spills(r) is not None for r in table.rows):
         totals["vector_spills"] = {"registers": sum(d.get("spills", {}).get("registers", 0)
                                                     for d in dispatches.values())}
     return {"totals": totals, "dispatches": dispatches}
-
-
-def top_dispatches(tables: Iterable[DispatchTable | None], n: int = 5) -> list[str]:
-    """The ``n`` dispatches with the most executed work in any version (static instructions where none ran)."""
-    most: dict[str, int] = {}
-    for table in tables:
-        for row in table.rows if table else ():
-            most[row.name] = max(most.get(row.name, 0), row.work or 0)
-    return sorted(most, key=lambda k: -most[k])[:n]
-
-
-def row_of(table: DispatchTable | None, name: str) -> DispatchRow | None:
-    return table.by_name.get(name) if table else None
 
 
 def lineage(history: History, cell: Cell) -> dict[str, list[DispatchRow | None]]:

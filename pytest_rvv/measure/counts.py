@@ -234,7 +234,8 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
                     done = spilled.setdefault(key, Counter())
                     done["instructions"] += block.execs
                     done["registers"] += spill.registers * block.execs
-                    watched.setdefault(key, Counter())["spilled_registers"] += spill.registers * block.execs
+    for key, done in spilled.items():  # beside vsetvl and vrgather, for the dashboard and the path table
+        watched.setdefault(key, Counter())["spilled_registers"] = done["registers"]
     dispatches = {}
     for key in sorted(per_dispatch, key=natural_order):
         c = per_dispatch[key]

@@ -59,7 +59,7 @@ class DispatchRow:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known})
 
 
-# The exact metrics of a row, as the history names them, with what "more" means for each.
+# The exact metrics of a row, and how the history names each.
 METRICS = {"per_call": "executed instructions per call", "one_time": "executed instructions at load",
            "executed": "executed instructions (load and call)", "instructions": "static instructions",
            "vector": "static vector instructions", "spilled_registers": "vector registers spilled",

@@ -157,6 +157,12 @@ class PerfResult:
         module loaded left out); empty when not measured."""
         return {name: int(d["dram_bytes"]) for name, d in self.traffic.get(core, {}).items() if not d.get("at_load")}
 
+    def spilled_registers(self) -> int | None:
+        """Vector registers the counted run's spills and reloads moved, over its dispatches (None: no counted run)."""
+        if not self.watched:
+            return None
+        return sum(d.get("spilled_registers", 0) for d in self.watched.values())
+
     def per_call_cycles(self, core: str) -> float | None:
         """Estimated cycles of one call on ``core``: the run's, less what loading the module does once."""
         total = self.metrics.get(silicon_metric(core))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rvv.base.store import atomic_write_bytes
-from pytest_rvv.comparison.history import Cell, Change, Drift, Finding, History, lineage
+from pytest_rvv.comparison.history import Cell, Change, Drift, Finding, History, lineage, percent_text
 from pytest_rvv.measure.dispatch_table import DispatchRow
 
 TOP = 5  # dispatches drawn per cell, most executed work first
@@ -98,14 +98,6 @@ def draw(history: History, cell: Cell, path: Path) -> Path:
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
-
-
-def percent_text(before: float, after: float) -> str:
-    """A change point's label: ``+12.3%``, a small move with two significant digits (``+0.0021%``), not ``-0.0%``."""
-    if not before:
-        return "new"
-    percent = 100 * (after - before) / before
-    return f"{percent:+.1f}%" if abs(percent) >= 0.1 else f"{percent:+.2g}%"
 
 
 def _share(part: int | None, whole: int | None) -> float | None:

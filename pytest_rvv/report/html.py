@@ -124,7 +124,8 @@ def sweep_changes(folder: Path, cells: list[tuple[str, str]]) -> list[str]:
     """The change points per dispatch of a sweep's folder (``pytest-rvv history``'s list) for this run's cells."""
     if not folder.is_dir():
         return []
-    found = [c for c in changes(load_history([folder])) if (c.model, c.target) in set(cells)]
+    shown = set(cells)
+    found = [c for c in changes(load_history([folder])) if (c.model, c.target) in shown]
     return change_lines(found)
 
 

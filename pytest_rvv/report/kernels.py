@@ -173,7 +173,7 @@ def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResul
                 if total else None,
                 "vsetvl": sum(d.get("vsetvl", 0) for d in watched.values()),
                 "vrgather": sum(d.get("vrgather", 0) for d in watched.values()),
-                "spilled_registers": sum(d.get("spilled_registers", 0) for d in watched.values()),
+                "spilled_registers": record.spilled_registers() or 0,
                 "workgroups": max((d.get("calls", 0) for k, d in watched.items() if "matmul" in k), default=None),
                 "dram_bytes": traffic.get("dram_bytes"), "l2_misses": traffic.get("l2_misses"),
                 "est_vs_default": ratio(_value(record, est), _value(base, est)),

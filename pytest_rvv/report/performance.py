@@ -230,13 +230,6 @@ def _static_share(metrics: dict[str, Any]) -> float | None:
     return 100 * metrics.get("static_vector", 0) / metrics["static_instructions"]
 
 
-def _spilled(record: PerfResult) -> int | None:
-    """Vector registers the counted run's spills and reloads moved (None when no counted run)."""
-    if not record.watched:
-        return None
-    return sum(d.get("spilled_registers", 0) for d in record.watched.values())
-
-
 def _wall_ms(record: PerfResult, core: str, threads: str) -> float | None:
     wall = record.wall.get(core, {}).get(threads)
     return None if wall is None else wall["seconds"] * 1e3
@@ -272,7 +265,7 @@ def microkernel_table(rows: dict[tuple[str, str], PerfResult], pairs: list[tuple
                         tuple(_marked(r, c) for r in records)) for c, t in walled]
             values += [((a.get(metric), b.get(metric)) if metric else (_static_share(a), _static_share(b)), scale,
                         ("", "")) for _, metric, scale in MICROKERNEL_METRICS]
-            values += [(tuple(_spilled(r) for r in records), 1e3, ("", ""))]
+            values += [(tuple(r.spilled_registers() for r in records), 1e3, ("", ""))]
             for (before, after), scale, marks in values:
                 shown = [("-" if v is None else (f"{v:.3f}" if scale is None else f"{v / scale:.2f}" if scale
                                                  else f"{v:.1f}") + mark)
