@@ -136,7 +136,7 @@ class RvvSession:
 
     @functools.cached_property
     def compiler(self) -> Compiler:
-        return Compiler(self.toolchain, self.store, self.stages)
+        return Compiler(self.toolchain, self.store, self.stages, self.settings.targets)
 
     @functools.cached_property
     def choice(self) -> RunnerChoice:

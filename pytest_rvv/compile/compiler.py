@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import platform
 import re
+import shlex
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from pytest_rvv.base.errors import CompileFailed, ImportFailed, ToolMissing, fir
 from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, digest, file_sha256
+from pytest_rvv.compile.phases import PHASE, TINY, device_attribute, group_key, retarget, shared_groups
 from pytest_rvv.compile.ukernels import INTERMEDIATES, enables_ukernels, load_ukernels, record_ukernels
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.toolchain.toolchain import Toolchain
@@ -57,10 +59,14 @@ class ImportedModel:
 class Compiler:
     """Turns prepared .onnx files into Artifacts, caching every stage in ``store``."""
 
-    def __init__(self, toolchain: Toolchain, store: Store, stages: Stages | None = None) -> None:
+    def __init__(self, toolchain: Toolchain, store: Store, stages: Stages | None = None,
+                 targets: Iterable[Target] = ()) -> None:
+        """``targets``: the run's targets; those that share all flags but their CPU share one compile up to
+        codegen (compile/phases.py)."""
         self.toolchain = toolchain
         self.store = store
         self.stages = stages or Stages()
+        self.shared = shared_groups(t.compiler_flags() for t in targets if t.arch != HOST)
 
     def import_onnx(self, model_name: str, prepared: Path, opset: int | None) -> ImportedModel:
         """Import with ``--opset-version opset`` (None: the model's own opset)."""
@@ -123,17 +129,26 @@ class Compiler:
             # so the bytes (and every size and estimate read from them) do not depend on where the
             # cache is (the user, HOME, PYTEST_RVV_CACHE_DIR).
             argv = [self.toolchain.iree_compile, imported.path.name, *flags, dump, "-o", out]
+            full = f"cd {imported.path.parent} && {shlex.join(map(str, argv))}"  # what the module is, byte for byte
+            cwd, phase_s, made = imported.path.parent, 0.0, "full"
+            phase = self._shared_phase(imported, flags, tmp) if target.arch != HOST else None
+            if phase is not None:  # the group's phase, retargeted: the same bytes as the full compile
+                source, phase_s, made = phase
+                argv = [self.toolchain.iree_compile, source.name, *flags, f"--compile-from={PHASE}", dump, "-o", out]
+                cwd = source.parent
             ukernels = enables_ukernels(flags)
             if ukernels:  # the optimized IR still names the microkernels LLVM inlined (compile/ukernels.py)
                 argv[-2:-2] = [f"--iree-hal-dump-executable-intermediates-to={tmp / INTERMEDIATES}"]
             start = time.perf_counter()
-            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S, cwd=imported.path.parent)
+            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S, cwd=cwd)
             elapsed = round(time.perf_counter() - start, 3)
+            if phase is not None:
+                phase[0].unlink()
             meta: dict[str, object] = {
                 "model": model_name, "target": target.name, "flags": flags,
                 "compiler_version": self.toolchain.compiler_version, "compile_wall_s": elapsed,
-                "compile_s": round(result.cpu_s, 3),
-                "command": f"cd {imported.path.parent} && {result.command_line()}",
+                "compile_s": round(result.cpu_s + phase_s, 3), "made": made,
+                "command": full,
             }
             if ukernels:
                 if result.ok:
@@ -158,6 +173,56 @@ class Compiler:
             key=key, flags=tuple(flags), compiler_version=self.toolchain.compiler_version,
             compile_s=float(meta["compile_s"]), reused=not entry.created, ukernels=load_ukernels(entry.path),
         )
+
+    def _shared_phase(self, imported: ImportedModel, flags: list[str], tmp: Path) -> tuple[Path, float, str] | None:
+        """This target's copy of its group's phase in ``tmp``, the phase's CPU seconds (counted in every module made
+        from it: ``compile_s`` stays the CPU a module costs from its import) and how it was made; None
+        when the target shares no phase in this run, or the phase cannot be shared (the full compile runs)."""
+        group = group_key(flags)
+        if group not in self.shared:
+            return None
+        key = digest(["phase-v1", PHASE, imported.sha256, self.toolchain.compiler_version, *group])
+
+        def build(out: Path) -> dict[str, object]:
+            sources = out / "sources.mlir"
+            argv = [self.toolchain.iree_compile, imported.path.name, *flags, f"--compile-to={PHASE}",
+                    "--mlir-print-debuginfo", "-o", sources]
+            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S, cwd=imported.path.parent)
+            if result.timed_out or result.returncode < 0:  # not deterministic: nothing cached
+                raise CompileFailed(f"iree-compile {result.status()} compiling {imported.path} to {PHASE}",
+                                    log=f"$ {result.command_line()}\n{tail(result.stderr, 40)}")
+            with sources.open() as head:
+                attribute = device_attribute(head.read(1 << 16)) if result.ok else None
+            if attribute is None:  # the full compile says why, or compiles what a phase cannot share
+                sources.unlink(missing_ok=True)
+                return {"status": "unshared", "error": first_lines(result.stderr, 3)}
+            return {"status": "ok", "attribute": attribute, "phase_s": round(result.cpu_s, 3)}
+
+        entry = self.store.get_or_build("phases", key, build)
+        wanted = self._device_attribute(flags)
+        if entry.meta.get("status") != "ok" or wanted is None:
+            return None
+        copy = tmp / "sources.mlir"
+        retarget(entry.file("sources.mlir"), str(entry.meta["attribute"]), wanted, copy)
+        made = f"shared {PHASE} phase {key[:12]}, compiled from it"
+        return copy, float(entry.meta["phase_s"]), made
+
+    def _device_attribute(self, flags: list[str]) -> str | None:
+        """The target attribute iree-compile gives the device of ``flags`` (from a tiny module), or None."""
+        key = digest(["device-attribute-v1", self.toolchain.compiler_version, *flags])
+
+        def build(tmp: Path) -> dict[str, object]:
+            (tmp / "tiny.mlir").write_text(TINY)
+            result = run_process([self.toolchain.iree_compile, "tiny.mlir", *flags, "--compile-to=preprocessing",
+                                  "-o", "tiny.out.mlir"], timeout_s=COMPILE_TIMEOUT_S, cwd=tmp)
+            out = tmp / "tiny.out.mlir"
+            attribute = device_attribute(out.read_text()) if result.ok and out.exists() else None
+            out.unlink(missing_ok=True)
+            (tmp / "tiny.mlir").unlink()
+            return {"attribute": attribute}
+
+        found = self.store.get_or_build("phases", key, build).meta.get("attribute")
+        return str(found) if found else None
 
     def _outcome(self, result: ProcessResult, model_name: str, target: Target, tmp: Path) -> dict[str, object]:
         """Sort an iree-compile run four ways: ok; a deterministic failure, cached with its log (an unknown CPU

@@ -1,0 +1,103 @@
+"""Specification: targets that differ only in their CPU share one compile up to codegen, and every module made from
+the shared phase is byte-identical to the module a full compile makes (compile/phases.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pytest_rvv.base.store import Store
+from pytest_rvv.compile.compiler import Compiler, ImportedModel
+from pytest_rvv.compile.phases import group_key, shared_groups
+from pytest_rvv.config.settings import Settings
+from pytest_rvv.config.targets import HOST, Target
+from pytest_rvv.toolchain.toolchain import find_toolchain
+from tests.conftest import save_model
+
+KNOWN = Settings.resolve(lambda option: None, {}, Path(".")).known_targets
+
+
+def _groups() -> dict[tuple[str, ...], list[Target]]:
+    groups: dict[tuple[str, ...], list[Target]] = {}
+    for target in KNOWN.values():
+        if target.arch != HOST:
+            groups.setdefault(group_key(target.compiler_flags()), []).append(target)
+    return {key: members for key, members in groups.items() if len(members) > 1}
+
+
+GROUPS = _groups()
+
+
+def conv_matmul_model(path: Path) -> Path:
+    """A conv, a matmul and constants folded at compile time: what every path and global optimization touch."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+               for name, shape in (("w", (16, 8, 3, 3)), ("m", (64, 24)), ("s", (64, 24)))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Reshape", ["r", "shape"], ["f"]),
+        helper.make_node("Add", ["m", "s"], ["ms"]),  # constant work, hoisted and evaluated by the compiler
+        helper.make_node("MatMul", ["f", "ms"], ["y"]),
+    ]
+    shape = numpy_helper.from_array(np.array([16, 64], dtype=np.int64), "shape")
+    return save_model(path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 24])], [*weights, shape],
+                      name="convmm")
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ImportedModel]:
+    root = tmp_path_factory.mktemp("phases")
+    path = conv_matmul_model(root / "convmm.onnx")
+    return root, Compiler(find_toolchain(), Store(root / "import")).import_onnx("convmm", path, 17)
+
+
+def _module(compiler: Compiler, imported: ImportedModel, target: Target) -> tuple[dict[str, bytes], dict]:
+    artifact = compiler.compile("convmm", imported, target)
+    meta = json.loads((artifact.path.parent / "manifest.json").read_text())["meta"]
+    files = {"module.vmfb": artifact.path.read_bytes()} | {p.name: p.read_bytes() for p in artifact.executables}
+    return files, meta
+
+
+def test_the_default_targets_share_one_phase_and_the_host_and_aarch64_compile_in_full():
+    defaults = {t.name: t for t in KNOWN.values() if t.selected}
+    (group,) = shared_groups(t.compiler_flags() for t in defaults.values() if t.arch != HOST)
+    sharing = sorted(name for name, t in defaults.items() if group_key(t.compiler_flags()) == group)
+    assert sharing == ["rv64gc", "rv64gcv-zvl128b", "rv64gcv-zvl256b", "rv64gcv-zvl512b", "rva23u64"]
+    assert {"rv64gcv-zvl256b-dt", "rv64gcv-zvl256b-zvfh-dt"} <= {t.name for m in GROUPS.values() for t in m}
+
+
+@pytest.mark.parametrize("key", list(GROUPS), ids=[GROUPS[k][0].name + "-group" for k in GROUPS])
+def test_a_module_made_from_the_shared_phase_is_the_full_compile_byte_for_byte(key, imported, tmp_path):
+    _, model = imported
+    members = [GROUPS[key][0], GROUPS[key][-1]]  # the first makes the phase, the last is retargeted from it
+    shared = Compiler(find_toolchain(), Store(tmp_path / "shared"), targets=members)
+    full = Compiler(find_toolchain(), Store(tmp_path / "full"))
+    for target in members:
+        made, meta = _module(shared, model, target)
+        assert meta["made"].startswith("shared executable-sources phase"), (target.name, meta["made"])
+        expected, full_meta = _module(full, model, target)
+        assert full_meta["made"] == "full"
+        assert made.keys() == expected.keys(), target.name
+        differ = [name for name in made if made[name] != expected[name]]
+        assert not differ, f"{target.name}: {differ} differ from the full compile"
+        assert "--compile-from" not in meta["command"]  # the line a user reruns is the full compile's
+
+
+def test_a_damaged_phase_is_compiled_again_and_the_module_is_still_the_full_compile(imported, tmp_path):
+    _, model = imported
+    first, second = KNOWN["rv64gc"], KNOWN["rv64gcv-zvl128b"]
+    shared = Compiler(find_toolchain(), Store(tmp_path / "shared"), targets=[first, second])
+    _module(shared, model, first)
+    (phase,) = (tmp_path / "shared" / "phases").glob("*/*/sources.mlir")
+    phase.write_text(phase.read_text()[:1000])  # cut short, as a full disk or a killed copy leaves it
+    made, meta = _module(shared, model, second)
+    assert meta["made"].startswith("shared executable-sources phase")
+    assert len(phase.read_text()) > 1000  # compiled again
+    expected, _ = _module(Compiler(find_toolchain(), Store(tmp_path / "full")), model, second)
+    assert made == expected
