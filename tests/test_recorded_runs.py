@@ -129,7 +129,8 @@ def test_a_rerun_emulates_nothing_and_after_one_models_file_changed_only_its_cel
     cold.assert_outcomes(passed=8)
     # the runtime probe (to choose the runtime, then for the session), and per model one plain run (agreement), one
     # counted run (executed counts) and one counted run of the load alone (a call's work per dispatch)
-    cold.stdout.fnmatch_lines(["rvv: emulated runs: 8 emulated, * looked up by content*"])
+    cold.stdout.fnmatch_lines(["rvv: emulated runs: 8 emulated, * looked up by content*",
+                               "wall * s on 1 worker(s): tests ran * of * worker-seconds (* %); idle at the end *"])
     warm = project.run(*args)
     warm.assert_outcomes(passed=8)
     warm.stdout.fnmatch_lines(["rvv: emulated runs: 0 emulated, 7 looked up by content*"])

@@ -71,8 +71,18 @@ class StageProfile:
         self.cells: dict[str, dict[str, float]] = {}  # cell -> stage -> CPU s of the work its tests did
         self.emulated = 0
         self.looked_up = 0
+        self.started = time.time()
+        self.busy: dict[str, float] = {}  # worker -> seconds its tests took (setup, call, teardown)
+        self.last: dict[str, float] = {}  # worker -> when its last report arrived
+
+    def pytest_sessionstart(self) -> None:
+        self.started = time.time()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        gateway = getattr(getattr(report, "node", None), "gateway", None)  # xdist's worker; None in one process
+        worker = str(getattr(gateway, "id", "main"))
+        self.busy[worker] = self.busy.get(worker, 0.0) + report.duration
+        self.last[worker] = time.time()
         record = Record.of(report)
         change = record.stages
         if not change:
@@ -97,6 +107,18 @@ class StageProfile:
                             if cpu >= 0.05)
                 + ")" for cell, spent in ranked]
 
+    def idle_line(self, ended: float) -> str:
+        """How much of the wall time the workers worked, and how long each idled at the end while another still
+        worked (a long cell scheduled last leaves a core idle: xdist/scheduling.py orders the heaviest first)."""
+        wall = ended - self.started
+        if not self.busy or wall <= 0:
+            return ""
+        capacity = wall * len(self.busy)
+        tails = sorted((ended - last for last in self.last.values()), reverse=True)
+        return (f"wall {wall:.0f} s on {len(self.busy)} worker(s): tests ran {sum(self.busy.values()):.0f} of "
+                f"{capacity:.0f} worker-seconds ({100 * sum(self.busy.values()) / capacity:.0f} %); idle at the end "
+                f"while another worked: " + ", ".join(f"{t:.0f} s" for t in tails))
+
     def lines(self) -> list[str]:
         stages = sorted(self.totals, key=lambda s: (ORDER.index(s) if s in ORDER else len(ORDER), s))
         rows = [("stage", "wall s", "CPU s", "worked", "cache hits")]
@@ -116,6 +138,8 @@ class StageProfile:
             terminalreporter.section("rvv profile: where the time went (summed over workers)", sep="-")
             for line in self.lines():
                 terminalreporter.write_line(line)
+            if idle := self.idle_line(time.time()):
+                terminalreporter.write_line(idle)
             if notable := self.notable():
                 terminalreporter.write_line(f"heaviest cells (CPU s their tests worked; {len(notable)} of "
                                             f"{len(self.cells)} worked {NOTABLE_CPU_S} s or more):")
