@@ -36,11 +36,13 @@ class ImportFailed(CompileFailed):
 
 
 class RunFailed(RvvError):
-    """A compiled module crashed, timed out or exited non-zero."""
+    """A compiled module crashed, timed out or exited non-zero (``deterministic``: it exited with an error code, as
+    it will again on the same module and inputs; a signal or a timeout may not repeat)."""
 
-    def __init__(self, message: str, details: str = "") -> None:
+    def __init__(self, message: str, details: str = "", deterministic: bool = False) -> None:
         super().__init__(message)
         self.details = details
+        self.deterministic = deterministic
 
 
 class StorageFault(RvvError):

@@ -14,6 +14,7 @@ core's estimated cycles spent in the blocks that hold it, and the measured error
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ def model_errors() -> tuple[ModelError, ...]:
     return tuple(found)
 
 
-def model_caveats(counts: ExecutedCounts, counts_file: Path, executables: tuple[Path, ...], arch: str,
+def model_caveats(counts: Callable[[], ExecutedCounts], counts_file: Path, executables: tuple[Path, ...], arch: str,
                   cores: tuple[Core, ...], totals: dict[str, float], store: Store) -> dict[str, list[dict[str, Any]]]:
     """Per estimated core, each known model error the run's dispatch code executed (``totals``: the core's estimated
     cycles of the run, for the share): {core: [{"instruction", "sews", "executed", "dispatches", "share_percent",
@@ -70,7 +71,7 @@ def model_caveats(counts: ExecutedCounts, counts_file: Path, executables: tuple[
                   *(repr(c) for c in cores), mca_version(find_mca()), _SOURCE])
 
     def build(tmp: Path) -> dict[str, Any]:
-        return {"caveats": _find(counts, executables, arch, [c for c in cores if c.name in {e.core for e in errors}],
+        return {"caveats": _find(counts(), executables, arch, [c for c in cores if c.name in {e.core for e in errors}],
                                  errors, store)}
 
     found = store.get_or_build("caveats", key, build).meta["caveats"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,13 +23,19 @@ _COUNTS_SOURCE = source_digest(counts_module.__file__, "spills.py")  # a change 
 
 @dataclass(frozen=True)
 class ExecutedMeasurement:
-    """One counted run: the raw counts, their attribution per dispatch, and the run itself."""
+    """One counted run: its attribution per dispatch, the run itself, and its raw counts (parsed when first asked
+    for: a rerun whose attribution and estimates are in the store never parses them)."""
 
-    counts: ExecutedCounts
     attribution: dict[str, Any]
     run: RecordedRun  # the counted run (fresh, or looked up by content)
+    parsed: Callable[[], ExecutedCounts] = field(repr=False, compare=False)  # the run's counts, parsed once
     ukernels: dict[str, list[str]] = field(default_factory=dict)  # dispatch -> microkernels inlined into it
     checked: CheckedRun | None = None  # the counted run's outputs against onnxruntime's (judge/ refuses a wrong one)
+
+    @property
+    def counts(self) -> ExecutedCounts:
+        """The raw counts of the run's blocks (measure/counts.py)."""
+        return self.parsed()
 
     @property
     def per_dispatch(self) -> dict[str, int]:
@@ -60,9 +68,9 @@ def measure_executed(cell: Cell, workdir: Path, elements: bool = False) -> Execu
     assert recorded is not None and recorded.counts is not None
     agreement = compare(recorded.outputs, oracle.outputs, model.tolerance, oracle.steps)
     checked = CheckedRun(model.name, runner.target.name, agreement, " in the counted run")
-    counts = parse(recorded.counts.read_text(), recorded.counts)
-    return ExecutedMeasurement(counts, attributed(cell, counts, recorded, artifact.executables, runner.target.arch),
-                               recorded, ukernels_by_dispatch(artifact), checked)
+    counts = _parser(recorded)
+    return ExecutedMeasurement(attributed(cell, counts, recorded, artifact.executables, runner.target.arch),
+                               recorded, counts, ukernels_by_dispatch(artifact), checked)
 
 
 def measure_one_time(cell: Cell, workdir: Path) -> ExecutedMeasurement:
@@ -74,13 +82,20 @@ def measure_one_time(cell: Cell, workdir: Path) -> ExecutedMeasurement:
         raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
     recorded = cell.recorded(LOADED, workdir)
     assert recorded is not None and recorded.counts is not None
-    counts = parse(recorded.counts.read_text(), recorded.counts)
-    return ExecutedMeasurement(counts, attributed(cell, counts, recorded, cell.artifact.executables,
-                                                  runner.target.arch), recorded)
+    counts = _parser(recorded)
+    return ExecutedMeasurement(attributed(cell, counts, recorded, cell.artifact.executables, runner.target.arch),
+                               recorded, counts)
 
 
-def attributed(cell: Cell, counts: ExecutedCounts, recorded: RecordedRun, executables: tuple[Path, ...],
-               arch: str) -> dict[str, Any]:
+def _parser(recorded: RecordedRun) -> Callable[[], ExecutedCounts]:
+    """The run's counts, parsed when first asked for and then kept."""
+    path = recorded.counts
+    assert path is not None
+    return functools.cache(lambda: parse(path.read_text(), path))
+
+
+def attributed(cell: Cell, counts: Callable[[], ExecutedCounts], recorded: RecordedRun,
+               executables: tuple[Path, ...], arch: str) -> dict[str, Any]:
     """``attribute`` (disassembly and DWARF of every dispatch library, a walk over every executed block), done
     once per counts file and libraries and kept in the store: a rerun with nothing changed reads it back."""
     assert recorded.counts is not None
@@ -89,7 +104,7 @@ def attributed(cell: Cell, counts: ExecutedCounts, recorded: RecordedRun, execut
 
     def build(tmp: Path) -> dict[str, Any]:
         with cell.stages.time("count"):
-            (tmp / "attribution.json").write_text(json.dumps(attribute(counts, executables, arch), sort_keys=True))
+            (tmp / "attribution.json").write_text(json.dumps(attribute(counts(), executables, arch), sort_keys=True))
         return {"arch": arch}
 
     entry = cell.store.get_or_build("attributions", key, build)

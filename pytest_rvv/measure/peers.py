@@ -199,7 +199,7 @@ def measure_iree(cell: Cell, workdir: Path) -> IreeWork:
         arch, executables = cell.target.arch, cell.artifact.executables
         try:
             with cell.stages.time("estimate"):
-                cycles = [estimate_once(m.counts, m.run.counts, executables, arch, cores, cell.store)[CORE].total
+                cycles = [estimate_once(m.parsed, m.run.counts, executables, arch, cores, cell.store)[CORE].total
                           if m.per_dispatch else 0  # a load that runs no dispatch: nothing to estimate
                           for m in (run, load) if m.run.counts is not None]
             est_ms = cycles_ms(cycles[0] - cycles[1], core.ghz)

@@ -314,7 +314,7 @@ def add_executed(cell: Cell, result: PerfResult) -> None:
     if result.silicon and executed.run.counts is not None:  # an estimate resting on a known error of LLVM's model
         totals = {name: sum(dispatches.values()) for name, dispatches in result.silicon.items()}
         with cell.stages.time("estimate"):
-            result.caveats = model_caveats(executed.counts, executed.run.counts, cell.artifact.executables,
+            result.caveats = model_caveats(executed.parsed, executed.run.counts, cell.artifact.executables,
                                            cell.target.arch, cell.target.cores(), totals, cell.store)
     if one_time:  # the per-call estimate is the run's less the load's (the same blocks, estimated once)
         result.silicon_one_time = {name: found.total for name, found in _estimates(cell, loaded, []).items()}
@@ -366,7 +366,7 @@ def _estimates(cell: Cell, executed: ExecutedMeasurement, notes: list[str]) -> d
     try:
         assert executed.run.counts is not None
         with cell.stages.time("estimate"):
-            return estimate_once(executed.counts, executed.run.counts, artifact.executables, target.arch,
+            return estimate_once(executed.parsed, executed.run.counts, artifact.executables, target.arch,
                                  target.cores(), cell.store)
     except ToolMissing as exc:
         notes.append(f"no silicon estimates: {exc}")

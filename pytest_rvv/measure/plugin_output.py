@@ -38,5 +38,6 @@ def records(text: str, source: Path, plugin: str) -> tuple[str, Iterator[list[st
 
 def block(fields: list[str]) -> Block:
     """A ``tb`` record's block."""
-    return Block(int(fields[1], 16), *(int(f) for f in fields[2:7]), bytes.fromhex(fields[7]) if len(fields) > 7
-                 else b"")
+    _, vaddr, n_insns, execs, varith, vmem, vset, *head = fields  # unpacked, not a generator: millions per rerun
+    return Block(int(vaddr, 16), int(n_insns), int(execs), int(varith), int(vmem), int(vset),
+                 bytes.fromhex(head[0]) if head else b"")

@@ -18,7 +18,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,10 +248,11 @@ def estimate(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, c
     return results
 
 
-def estimate_once(counts: ExecutedCounts, counts_file: Path, executables: tuple[Path, ...], arch: str,
+def estimate_once(counts: Callable[[], ExecutedCounts], counts_file: Path, executables: tuple[Path, ...], arch: str,
                   cores: Iterable[Core], store: Store) -> dict[str, SiliconEstimate]:
     """``estimate``, kept in the store under the counts file, the libraries, the cores, llvm-mca's version and this
-    module's source: a rerun with nothing changed reads the estimates back instead of walking every block."""
+    module's source: a rerun with nothing changed reads the estimates back instead of walking every block (``counts``
+    gives the parsed counts, asked for only then)."""
     cores = tuple(cores)
     if not cores:
         return {}
@@ -260,7 +261,7 @@ def estimate_once(counts: ExecutedCounts, counts_file: Path, executables: tuple[
                   *(repr(c) for c in cores), mca_version(mca), _SOURCE])
 
     def build(tmp: Path) -> dict[str, Any]:
-        found = estimate(counts, executables, arch, cores, store)
+        found = estimate(counts(), executables, arch, cores, store)
         return {"estimates": {name: {"core": e.core.name, "llvm_mca": e.llvm_mca, "dispatches": e.dispatches,
                                      "blocks": e.blocks, "dropped": e.dropped} for name, e in found.items()}}
 

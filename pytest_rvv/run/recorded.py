@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from pytest_rvv.base.cbuild import build_c
+from pytest_rvv.base.errors import RunFailed
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.compile.compiler import Artifact
@@ -121,11 +122,19 @@ class RecordedRuns:
         key = run_key(kind, artifact, runner, inputs, helper)
 
         def emulate(tmp: Path) -> dict[str, Any]:
-            return self._emulate(kind, artifact, runner, inputs, num_outputs, helper, tmp, workdir)
+            try:
+                return self._emulate(kind, artifact, runner, inputs, num_outputs, helper, tmp, workdir)
+            except RunFailed as exc:  # an error exit repeats on the same content: recorded, so a rerun runs nothing
+                if not exc.deterministic:
+                    raise
+                return {"kind": kind, "failed": str(exc), "details": exc.details, "model": artifact.model,
+                        "target": runner.target.name}
 
         entry = self.store.get_or_build(NAMESPACE, key, emulate)
         if not entry.created:
             self.stages.hit("emulate")
+        if "failed" in entry.meta:
+            raise RunFailed(str(entry.meta["failed"]), str(entry.meta["details"]), deterministic=True)
         return self._load(kind, entry.path, entry.meta, cached=not entry.created)
 
     def _emulate(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], num_outputs: int,

@@ -215,7 +215,8 @@ class Runner:
                     illegal = explain(*found, self.target, self.target.emulator_cpu)
                     hint = f": {reason}" if (reason := illegal.hint(self.target.emulator_cpu)) else hint
                     details += "\n" + illegal.details()
-            raise RunFailed(f"iree-run-module {result.status()} running {what}{hint}", details=details)
+            raise RunFailed(f"iree-run-module {result.status()} running {what}{hint}", details=details,
+                            deterministic=result.returncode > 0 and not result.timed_out)
         missing = [p.name for p in out_paths if not p.is_file()]
         if missing:
             raise RunFailed(f"iree-run-module wrote no {', '.join(missing)} running {what}",
