@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from pytest_rvv.base.errors import RuntimeNotProvided
+from pytest_rvv.base.errors import RunFailed, RuntimeNotProvided
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.counts import attribute, parse
@@ -94,6 +94,24 @@ def test_each_part_of_the_key_runs_it_again(rvv, tmp_path):
     }
     assert key == run_key(COUNTED, artifact, runner, inputs, plugin)
     assert [part for part, other in changed.items() if other == key] == []
+
+
+def test_an_error_exit_is_recorded_and_a_rerun_raises_it_again_without_emulating(rvv):
+    """iree-run-module's error exit repeats on the same content (the conformance suite's expected run failures):
+    recorded like a run, so a rerun with nothing changed emulates nothing; a fresh session says the same line."""
+    session, model = rvv
+    runner = session.runner(TARGET)
+    artifact, plugin = session.artifact(model, TARGET), build_plugin(session.store)
+    wrong = [np.zeros((3, 5), np.float32)]  # not the model's input shape: IREE refuses it and exits 1
+    before = (session.runs.emulated, session.runs.looked_up)
+    with pytest.raises(RunFailed) as first:
+        session.runs.run(COUNTED, artifact, runner, wrong, 1, plugin)
+    with pytest.raises(RunFailed) as again:
+        session.runs.run(COUNTED, artifact, runner, wrong, 1, plugin)
+    assert first.value.deterministic and again.value.deterministic
+    assert (str(again.value), again.value.details) == (str(first.value), first.value.details)
+    assert "exit code 1" in str(first.value)
+    assert (session.runs.emulated - before[0], session.runs.looked_up - before[1]) == (1, 1)
 
 
 def test_a_damaged_record_is_run_again_not_trusted(rvv):

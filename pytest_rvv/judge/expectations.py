@@ -18,6 +18,7 @@ and limited to that kind of error: an unexpected pass, or a different failure, f
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -227,6 +228,17 @@ def node_compiled_alone(lists: dict[str, ExpectedNodeFailure]) -> set[str]:
 
 
 def load_node_lists(path: Path) -> dict[str, ExpectedNodeFailure]:
+    """The file's entries, parsed once per version of the file (every node test of a target reads it)."""
+    try:
+        stat = path.stat()
+        version: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
+    except FileNotFoundError:
+        version = None
+    return dict(_node_lists(path, version))
+
+
+@functools.lru_cache(maxsize=64)
+def _node_lists(path: Path, version: tuple[int, int] | None) -> dict[str, ExpectedNodeFailure]:
     data = read_toml(path, "fix it or rerun with --update-baselines")
     unknown = set(data) - set(NODE_PHASES)
     if unknown:
