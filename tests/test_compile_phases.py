@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from pytest_rvv.base.errors import CompileFailed
 from pytest_rvv.base.store import Store
 from pytest_rvv.compile.compiler import Compiler, ImportedModel
 from pytest_rvv.compile.phases import group_key, shared_groups
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.toolchain.toolchain import find_toolchain
-from tests.conftest import save_model
+from tests.conftest import save_model, unsupported_model
 
 KNOWN = Settings.resolve(lambda option: None, {}, Path(".")).known_targets
 
@@ -101,3 +102,17 @@ def test_a_damaged_phase_is_compiled_again_and_the_module_is_still_the_full_comp
     assert len(phase.read_text()) > 1000  # compiled again
     expected, _ = _module(Compiler(find_toolchain(), Store(tmp_path / "full")), model, second)
     assert made == expected
+
+
+def test_a_model_the_compiler_rejects_fails_with_the_full_compiles_line_when_its_targets_share_a_phase(tmp_path):
+    path = unsupported_model(tmp_path / "strings.onnx")
+    group = [KNOWN["rv64gc"], KNOWN["rv64gcv-zvl256b"]]
+    lines = []
+    for name, targets in (("shared", group), ("full", ())):
+        compiler = Compiler(find_toolchain(), Store(tmp_path / name), targets=targets)
+        try:
+            imported = compiler.import_onnx("strings", path, 17)
+            compiler.compile("strings", imported, group[1])
+        except CompileFailed as exc:  # imported fine, rejected by iree-compile
+            lines.append(str(exc))
+    assert len(lines) == 2 and lines[0] == lines[1]

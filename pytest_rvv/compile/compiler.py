@@ -191,8 +191,10 @@ class Compiler:
             if result.timed_out or result.returncode < 0:  # not deterministic: nothing cached
                 raise CompileFailed(f"iree-compile {result.status()} compiling {imported.path} to {PHASE}",
                                     log=f"$ {result.command_line()}\n{tail(result.stderr, 40)}")
-            with sources.open() as head:
-                attribute = device_attribute(head.read(1 << 16)) if result.ok else None
+            attribute = None
+            if result.ok and sources.is_file():
+                with sources.open() as head:
+                    attribute = device_attribute(head.read(1 << 16))
             if attribute is None:  # the full compile says why, or compiles what a phase cannot share
                 sources.unlink(missing_ok=True)
                 return {"status": "unshared", "error": first_lines(result.stderr, 3)}
