@@ -201,8 +201,10 @@ class Compiler:
             return {"status": "ok", "attribute": attribute, "phase_s": round(result.cpu_s, 3)}
 
         entry = self.store.get_or_build("phases", key, build)
-        wanted = self._device_attribute(flags)
-        if entry.meta.get("status") != "ok" or wanted is None:
+        if entry.meta.get("status") != "ok":
+            return None
+        wanted = self._device_attribute(flags)  # only a phase that can be shared needs the target's attribute
+        if wanted is None:
             return None
         copy = tmp / "sources.mlir"
         retarget(entry.file("sources.mlir"), str(entry.meta["attribute"]), wanted, copy)
