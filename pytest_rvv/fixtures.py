@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
-from syrupy.extensions.json import JSONSnapshotExtension
 
 from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
 from pytest_rvv.base.record import leave
@@ -40,7 +39,7 @@ from pytest_rvv.judge.gate import GateResult
 from pytest_rvv.judge.outcome import FAILED, SKIPPED, XFAILED, Verdict
 from pytest_rvv.judge.peers import peer_refused
 from pytest_rvv.judge.policy import estimator_verdict, tolerances, wall_row_verdict
-from pytest_rvv.judge.snapshots import SnapshotVerdict, check_vectorization
+from pytest_rvv.judge.snapshots import SnapshotFiles, SnapshotVerdict, check_vectorization
 from pytest_rvv.judge.verdict import judge
 from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming, calibrate
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
@@ -82,7 +81,7 @@ def rvv_judge(record_property: Any) -> Callable[[Verdict], None]:
 @pytest.fixture
 def rvv_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     """syrupy's snapshot, stored as one JSON file per test (model x target)."""
-    return snapshot.use_extension(JSONSnapshotExtension)
+    return snapshot.use_extension(SnapshotFiles)
 
 
 def _judged(verdict: Verdict, record_property: Any) -> None:

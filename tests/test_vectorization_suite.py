@@ -171,3 +171,45 @@ def test_after_an_upgrade_only_work_added_beyond_the_threshold_fails_and_is_rank
     better = project.run(*args)
     better.assert_outcomes(passed=1)
     better.stdout.fnmatch_lines(["    improvement: *executes * -> * instructions (-*, -20.0%)", "work removed:"])
+
+
+def test_the_snapshot_extension_answers_who_owns_a_file_as_syrupy_does(pytester):
+    """SnapshotFiles only answers the cheap "no" first (syrupy resolves both paths for every test and unused file at
+    the session's end, 14 s of a rerun): for owned, foreign, module-named, other-module and truncated long names,
+    its answer is syrupy's own JSONSnapshotExtension's, and it claims exactly the files syrupy does."""
+    from syrupy.extensions.json import JSONSnapshotExtension
+    from syrupy.location import PyTestLocation
+
+    from pytest_rvv.judge.snapshots import SnapshotFiles
+
+    long_id = "m" * 300
+    pytester.makepyfile(f"""
+        import pytest
+        @pytest.mark.parametrize("cell", ["mlp-rv64gc", "mlp-rv64gcv-zvl256b", "{long_id}"],
+                                 ids=str)
+        def test_still_vectorized(cell):
+            pass
+        def test_plain():
+            pass
+    """)
+    items, _ = pytester.inline_genitems("-p", "no:syrupy", "-p", "no:cacheprovider")
+    module = items[0].path.stem
+    here = pytester.path / "__snapshots__" / module
+    names = ["test_still_vectorized[mlp-rv64gc].json", "test_still_vectorized[mlp-rv64gcv-zvl256b].json",
+             "test_still_vectorized[gone-rv64gc].json", f"{module}.json", "test_plain.json",
+             "test_still_vectorized[mlp-rv64gc].1.json",
+             ("test_still_vectorized[" + long_id + "]")[:250] + ".json",
+             ("test_still_vectorized[" + long_id[:-1] + "x]")[:249] + "y.json"]
+    places = [here / name for name in names] + [pytester.path / "elsewhere" / "__snapshots__" / module / names[0]]
+    claimed = set()
+    for item in items:
+        location = PyTestLocation(item)
+        for place in places:
+            ours = SnapshotFiles.matches_test_location(test_location=location, snapshot_location=str(place))
+            theirs = JSONSnapshotExtension.matches_test_location(test_location=location, snapshot_location=str(place))
+            assert ours == theirs, (item.name, place.name)
+            if ours:
+                claimed.add((item.name, place.name))
+    assert ("test_still_vectorized[mlp-rv64gc]", names[0]) in claimed  # the spec compares real answers, not two Falses
+    assert ("test_still_vectorized[" + long_id + "]", names[6]) in claimed
+    assert not any(name == names[2] for test, name in claimed if test != "test_plain")  # a plain test claims its module
