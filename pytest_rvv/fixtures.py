@@ -84,6 +84,15 @@ def rvv_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     return snapshot.use_extension(SnapshotFiles)
 
 
+def _no_runner(session: RvvSession, target: Target) -> str:
+    """Why ``session`` has no emulated runner for ``target`` (its toolchain's modules load in no runtime here)."""
+    try:
+        session.choice.runner(target)
+    except RvvError as exc:
+        return str(exc)
+    return "its runner counts no instructions"
+
+
 def _judged(verdict: Verdict, record_property: Any) -> None:
     """Leave the verdict's records for the reports, then fail, xfail or skip the test as it says (the one place that
     turns judge/'s verdicts into pytest's outcomes)."""
@@ -362,22 +371,30 @@ def rvv_wall_row(rvv_session: RvvSession, tmp_path: Path, record_property: Any) 
     def check(row: Published) -> float:
         cells = rvv_session.settings.kernels.cells if rvv_session.settings.kernels else ()
         core = CORES[KERNEL_CORE]
+        try:  # the compiler of the measurement's date (report/kernels.py RowToolchain), fetched once
+            session = rvv_session.at_release(row.toolchain.release, f"published row {row.id}")
+        except ConfigError as exc:
+            pytest.skip(f"{exc} (the row reproduces that release: let pip reach a package index that has it, e.g. "
+                        f"PIP_INDEX_URL, or deselect it with -k 'not iree{row.toolchain.release}')")
         seconds = []
         for path in row.over:
             kernel = next(c for c in cells if (c.row, c.shape.name, c.path) == (row.row, row.shape, path))
             try:
-                cell = rvv_session.resolve(kernel.model, kernel.target)
+                cell = session.resolve(kernel.model, kernel.target)
             except TargetRefused as exc:
                 pytest.skip(str(exc))
             if cell.runner is None or not cell.runner.capabilities.counted:
-                pytest.skip(f"{kernel.id}: the estimated wall time needs an emulated run")
+                pytest.skip(f"{kernel.id}: the estimated wall time needs an emulated run"
+                            + ("" if session is rvv_session else f" with {session.toolchain.compiler_version}: "
+                               f"{_no_runner(session, kernel.target)}"))
             try:
                 seconds.append(estimate_cell(cell, tmp_path / path, core, row.config.threads).seconds)
             except ToolMissing as exc:
                 pytest.skip(str(exc))
         estimated = seconds[0] / seconds[1]
         _judged(wall_row_verdict(f"{row.row} {row.shape} {row.over[0]} / {row.over[1]}, {row.config.threads} "
-                                 f"thread(s), {row.source.split(' (')[0]}", estimated, row.low, row.high),
+                                 f"thread(s), {row.source.split(' (')[0]}, compiled with {row.toolchain.label} "
+                                 f"({session.toolchain.release})", estimated, row.low, row.high),
                 record_property)
         return estimated
 

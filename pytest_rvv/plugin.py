@@ -398,7 +398,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         rows = selected_published(settings.kernels.cells if settings.kernels else ())
         metafunc.parametrize("rvv_published", [
             pytest.param(p, id=p.id, marks=[pytest.mark.xfail(strict=True, reason=reason)]
-                         if (reason := WALL_MISSES.get((p.row, p.shape))) else []) for p in rows])
+                         if (reason := WALL_MISSES.get(p.id)) else []) for p in rows])
         return
         return
     if metafunc.definition.get_closest_marker(KERNELS_MARK) is not None:  # suites/kernels: the kernel cells

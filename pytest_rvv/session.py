@@ -33,6 +33,7 @@ from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.recorded import CellRuns, RecordedRun, RecordedRuns
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.run.ssh_board import BoardFacts
+from pytest_rvv.toolchain.environments import toolchain_from_spec
 from pytest_rvv.toolchain.runtimes import Runtime
 from pytest_rvv.toolchain.toolchain import Toolchain, find_toolchain
 
@@ -96,6 +97,16 @@ class RvvSession:
     def toolchain(self) -> Toolchain:
         """The toolchain given, else the user's build (--rvv-iree-build), else the installed wheel's."""
         return self._toolchain or find_toolchain(self.settings.iree_build)
+
+    @functools.cache  # noqa: B019
+    def at_release(self, release: str | None, why: str) -> RvvSession:
+        """This session compiling with ``iree-base-compiler==release`` (fetched once into the tools' environments,
+        toolchain/environments.py; ConfigError naming ``why`` when it cannot be had), on a runtime its modules load in;
+        itself for None or the release under test."""
+        if release is None or release == self.toolchain.release:
+            return self
+        toolchain = toolchain_from_spec(f"iree-base-compiler=={release}", self.settings.tools_dir, option=why)
+        return RvvSession(self.settings, toolchain=toolchain, reference=True)
 
     @functools.cached_property
     def machine(self) -> Machine:

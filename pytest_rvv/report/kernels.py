@@ -42,9 +42,27 @@ class Configuration:
 
 
 @dataclass(frozen=True)
+class RowToolchain:
+    """The compiler a published row reproduces: an ``iree-base-compiler`` release from the package index, or None
+    (``CURRENT``) for the toolchain under test; ``why`` says which the evidence supports and why."""
+
+    release: str | None
+    why: str
+
+    @property
+    def spec(self) -> str | None:
+        """The pip requirement that fetches it (None: the toolchain under test)."""
+        return None if self.release is None else f"iree-base-compiler=={self.release}"
+
+    @property
+    def label(self) -> str:
+        return "current" if self.release is None else self.release
+
+
+@dataclass(frozen=True)
 class Published:
-    """A published silicon measurement of a kernel cell: the ratio of two paths' times, with its source and the
-    configuration it ran."""
+    """A published silicon measurement of a kernel cell: the ratio of two paths' times, with its source, the
+    configuration it ran and the compiler that made its code."""
 
     row: str
     shape: str
@@ -54,10 +72,12 @@ class Published:
     source: str
     how: str
     config: Configuration
+    toolchain: RowToolchain
 
     @property
     def id(self) -> str:
-        return f"{self.row}-{self.shape}-{self.over[0]}-over-{self.over[1]}"
+        release = "" if self.toolchain.release is None else f"-iree{self.toolchain.release}"
+        return f"{self.row}-{self.shape}-{self.over[0]}-over-{self.over[1]}{release}"
 
 
 ISSUE_24932 = ("iree issue 24932 (SpaceMiT X60, 8 cores @ 1.6 GHz, iree-benchmark-module --device=local-task, "
@@ -85,36 +105,61 @@ PR_22231_CONFIG = Configuration(
      "no mmt4d op for it to lower)",
      "operation: ours is ONNX MatMul through the float16 step, f16 x f16 -> f16, no accumulator argument, "
      "static shapes"))
+# iree issue 24932 names no build. Filed 2026-09-14, the day iree PR 24933 (the f32 `vfmacc.vf` inner_tiled lowering,
+# "Performance will be tracked here #24932") opened; its board rows are reproduced with both candidate compilers.
+ISSUE_24932_THEN = RowToolchain(
+    "3.12.0", "the release nearest the issue's date (3.12.0rc20260917, three days after it) emits the older generic "
+    "3x3 inner_tiled MMA (vfmacc.vf at mf2, VL=3); the evidence supports it: with its code the estimated direction is "
+    "right where the two sides' work differs most (docs/kernels.md)")
+ISSUE_24932_NOW = RowToolchain(
+    None, "the toolchain under test (3.13.0 has PR 24933's vfmacc.vf lowering): what today's compiler would do on the "
+    "board, not what the board ran (its ukernels=all side is byte-identical to 3.12.0's)")
+# iree PR 22231's numbers are its own branch's build of 2025-10-07 (before the merge), which no release holds
+PR_22231_BUILD = RowToolchain(
+    None, "the PR's own branch build (2025-10-07), which no release holds: the row compiles with the toolchain under "
+    "test, and its tolerance covers what changed since")
 PUBLISHED = (
     *(Published("f32", shape, ("inner-tiled", "ukernels-all"), low, high, ISSUE_24932, "wall time, 8 threads",
-                ISSUE_24932_CONFIG)
+                ISSUE_24932_CONFIG, toolchain)
+      for toolchain in (ISSUE_24932_THEN, ISSUE_24932_NOW)
       for shape, low, high in (("64x64x64", 1.02, 1.07), ("256x256x256", 1.78, 1.85), ("81x41x19", 0.82, 0.90),
                                ("540x516x332", 2.42, 2.42))),
     # 1030 ms without data tiling, 230 ms with data tiling + mmt4d
     Published("f16-via-f32", "1024x1024x1024", ("default", "mmt4d"), 1030 / 230, 1030 / 230, PR_22231,
-              "wall time, 1 thread: 1030 ms / 230 ms", PR_22231_CONFIG),
+              "wall time, 1 thread: 1030 ms / 230 ms", PR_22231_CONFIG, PR_22231_BUILD),
     # 15326 ms without data tiling, 1835 ms with data tiling + mmt4d (the PR's "Square Matrix Size" 2048)
     Published("f16-via-f32", "2048x2048x2048", ("default", "mmt4d"), 15326 / 1835, 15326 / 1835, PR_22231,
-              "wall time, 1 thread: 15326 ms / 1835 ms", PR_22231_CONFIG),
+              "wall time, 1 thread: 15326 ms / 1835 ms", PR_22231_CONFIG, PR_22231_BUILD),
 )
 
 
 # the published rows the estimated wall time (measure/walltime.py) is known to miss by more than +-30 %, each with
 # the measured reason (docs/kernels.md, "Estimated wall time"); their tests are strict expected failures
-_SCALAR_PACKS = ("the =all side runs IREE's generic scalar pack/unpack ukernels and executes 2.5-3.6x inner-tiled's "
-                 "instructions")
-WALL_MISSES: dict[tuple[str, str], str] = {
-    ("f32", "64x64x64"): f"{_SCALAR_PACKS} (385k / 111k) and no L2 miss occurs at 64^3: compute-bound on both sides, "
-                         "the model cannot make inner-tiled slower (est. 0.32x, board 1.02-1.07); see docs/kernels.md",
-    ("f32", "256x256x256"): f"{_SCALAR_PACKS}; at 256^3 both sides stay compute-bound (2.1 / 2.7 MB from DRAM per "
-                            "call): est. 0.68x, board 1.78-1.85; see docs/kernels.md",
-    ("f32", "81x41x19"): f"{_SCALAR_PACKS} and no L2 miss occurs at 81x41x19: compute-bound on both sides "
-                         "(est. 0.33x, board 0.82-0.90); see docs/kernels.md",
-    ("f16-via-f32", "2048x2048x2048"): "est. 3.82x (10589 / 2769 ms), board 8.35 (15326 / 1835 ms): the mmt4d side "
-                                       "streams 1.06 GB per call from DRAM (16.4 M L2 misses) and the model, with no "
-                                       "prefetcher, charges each miss its latency: 1470 ms of stalls and runtime work "
-                                       "on 1300 ms in-core, where the board took 1835 ms in all; the default side "
-                                       "(2.25 GB, 35.4 M misses) is 31 % under the board; see docs/kernels.md",
+_SCALAR_PACKS = ("with 3.13's code (PR 24933's vfmacc.vf inner_tiled) the =all side runs IREE's generic scalar "
+                 "pack/unpack ukernels and executes 2.5-3.6x inner-tiled's instructions")
+WALL_MISSES: dict[str, str] = {  # by Published.id
+    "f32-64x64x64-inner-tiled-over-ukernels-all":
+        f"{_SCALAR_PACKS} (385k / 111k) and no L2 miss occurs at 64^3: compute-bound on both sides, the model cannot "
+        "make inner-tiled slower (est. 0.32x, board 1.02-1.07); see docs/kernels.md",
+    "f32-256x256x256-inner-tiled-over-ukernels-all":
+        f"{_SCALAR_PACKS}; at 256^3 both sides stay compute-bound (2.1 / 2.7 MB from DRAM per call): est. 0.68x, "
+        "board 1.78-1.85; see docs/kernels.md",
+    "f32-81x41x19-inner-tiled-over-ukernels-all":
+        f"{_SCALAR_PACKS} and no L2 miss occurs at 81x41x19: compute-bound on both sides (est. 0.33x, board "
+        "0.82-0.90); see docs/kernels.md",
+    "f32-81x41x19-inner-tiled-over-ukernels-all-iree3.12.0":
+        "est. 0.30x (0.017 / 0.057 ms), board 0.82-0.90: both sides compute-bound with no DRAM traffic, and the model "
+        "has no per-call cost measured on silicon; one common to both sides on the board (waking 8 workers, the "
+        "dispatch) would pull a ratio of calls this short toward 1; see docs/kernels.md",
+    "f32-540x516x332-inner-tiled-over-ukernels-all-iree3.12.0":
+        "est. 4.27x (28.5 / 6.66 ms), board 2.42: in-core the two sides are 2.5x apart (15.0 M / 6.0 M cycles), but "
+        "the DRAM term, with no prefetcher, charges inner-tiled's misses 30.4 M stall cycles and makes it DRAM-bound; "
+        "the same term lets 3.13's row pass at -23 %; see docs/kernels.md",
+    "f16-via-f32-2048x2048x2048-default-over-mmt4d":
+        "est. 3.82x (10589 / 2769 ms), board 8.35 (15326 / 1835 ms): the mmt4d side streams 1.06 GB per call from "
+        "DRAM (16.4 M L2 misses) and the model, with no prefetcher, charges each miss its latency: 1470 ms of stalls "
+        "and runtime work on 1300 ms in-core, where the board took 1835 ms in all; the default side (2.25 GB, "
+        "35.4 M misses) is 31 % under the board; see docs/kernels.md",
 }
 
 
@@ -249,12 +294,14 @@ def _wall(path: dict[str, Any] | None) -> str:
 
 
 def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each published measurement reproduced as a cell: measured ratio, estimated ratio, and the error."""
+    """Each published measurement reproduced as a cell of the toolchain under test (``entries``): measured ratio,
+    estimated ratio, and the error. A row pinned to another release (``RowToolchain``) is not made of these cells:
+    its own test compiles it with that release and holds it."""
     by_key = {(e["row"], e["shape"]): e for e in entries}
     rows = []
     for p in PUBLISHED:
         entry = by_key.get((p.row, p.shape))
-        if entry is None:
+        if entry is None or p.toolchain.release is not None:
             continue
         a, b = (entry["paths"].get(path, {}).get("est_cycles") for path in p.over)
         estimate = ratio(a, b)
@@ -268,6 +315,7 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         wall = ratio(*wall_ms)
         rows.append({"row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,
                      "measured_high": p.high, "estimated": estimate, "source": p.source, "how": p.how,
+                     "toolchain": p.toolchain.label, "toolchain_why": p.toolchain.why,
                      "workgroups": workgroups, "dram_bytes": dram, "l2_misses": l2,
                      "configuration": {"flags": list(c.flags), "features": c.features, "threads": c.threads,
                                        "operands": c.operands, "differs": list(c.differs)},
@@ -276,7 +324,7 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "wall_estimated": wall, "wall_ms": wall_ms,
                         "wall_error_percent": round(wall_ratio_error(wall, p.low, p.high), 1),
                         "bound_by": [w.get("bound_by", {}).get(threads) for w in walls],
-                        "expected_miss": WALL_MISSES.get((p.row, p.shape))})
+                        "expected_miss": WALL_MISSES.get(p.id)})
                     | ({"silicon_runs": runs} if any(runs := [w.get("silicon_run") for w in walls]) else {}))
     return rows
 
@@ -321,9 +369,15 @@ def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
         traffic = " ; ".join(_traffic({"dram_bytes": d, "l2_misses": m}) for d, m in zip(r["dram_bytes"],
                                                                                           r["l2_misses"], strict=True))
         lines.append(f"| {r['row']} | {r['shape']} | {r['ratio']} | {measured} | {wall} | {wall_error} | {bound} | "
-                     f"{_x(r['estimated'])} | {error} | {groups} | {traffic} | {r['source']}, {r['how']} | "
+                     f"{_x(r['estimated'])} | {error} | {groups} | {traffic} | {r['source']}, {r['how']}"
+                     f"{_compiled(r)} | "
                      f"{_configuration(r['configuration'])} |" + (f" {_board_runs(r)} |" if board else ""))
     return lines
+
+
+def _compiled(row: dict[str, Any]) -> str:
+    """The compiler the row's cells were made with, and why that one (rows before it was recorded: nothing)."""
+    return f"; compiled with the {row['toolchain']} toolchain: {row['toolchain_why']}" if "toolchain" in row else ""
 
 
 def _board_runs(row: dict[str, Any]) -> str:
