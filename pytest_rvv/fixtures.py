@@ -376,7 +376,7 @@ def rvv_wall_row(rvv_session: RvvSession, tmp_path: Path, record_property: Any) 
         except ConfigError as exc:
             pytest.skip(f"{exc} (the row reproduces that release: let pip reach a package index that has it, e.g. "
                         f"PIP_INDEX_URL, or deselect it with -k 'not iree{row.toolchain.release}')")
-        seconds = []
+        walls = []
         for path in row.over:
             kernel = next(c for c in cells if (c.row, c.shape.name, c.path) == (row.row, row.shape, path))
             try:
@@ -388,13 +388,16 @@ def rvv_wall_row(rvv_session: RvvSession, tmp_path: Path, record_property: Any) 
                             + ("" if session is rvv_session else f" with {session.toolchain.compiler_version}: "
                                f"{_no_runner(session, kernel.target)}"))
             try:
-                seconds.append(estimate_cell(cell, tmp_path / path, core, row.config.threads).seconds)
+                walls.append(estimate_cell(cell, tmp_path / path, core, row.config.threads))
             except ToolMissing as exc:
                 pytest.skip(str(exc))
-        estimated = seconds[0] / seconds[1]
+        estimated = walls[0].seconds / walls[1].seconds
+        pinned = {} if session is rvv_session else {"published_row": {  # the calibration view shows it beside the rest
+            "id": row.id, "compiler": session.toolchain.compiler_version, "wall_ms": [1e3 * w.seconds for w in walls],
+            "bound_by": [w.bound_by for w in walls]}}
         _judged(wall_row_verdict(f"{row.row} {row.shape} {row.over[0]} / {row.over[1]}, {row.config.threads} "
                                  f"thread(s), {row.source.split(' (')[0]}, compiled with {row.toolchain.label} "
-                                 f"({session.toolchain.release})", estimated, row.low, row.high),
+                                 f"({session.toolchain.release})", estimated, row.low, row.high, **pinned),
                 record_property)
         return estimated
 

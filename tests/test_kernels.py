@@ -122,7 +122,7 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
             assert set(path["est_wall_ms"]) == set(path["bound_by"]) == {"1", "8"}, path
             assert 0 < path["est_wall_ms"]["8"] <= path["est_wall_ms"]["1"], path  # 8 workers: no slower
             assert set(path["bound_by"].values()) <= {"compute", "L2", "DRAM", "imbalance"}
-    row = document["kernels"]["calibration"][0]
+    (row,) = [r for r in document["kernels"]["calibration"] if r["toolchain"] == "current"]
     assert row["wall_estimated"] == pytest.approx(row["wall_ms"][0] / row["wall_ms"][1], rel=1e-3)
     assert row["wall_error_percent"] < -30 and row["expected_miss"].startswith("with 3.13's code")
     entries = {(e["row"], e["shape"]): e for e in document["kernels"]["dashboard"]}
@@ -130,9 +130,16 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
     assert set(i8) == {"default", "data-tiled", "mmt4d", "inner-tiled", "ukernels-all"}
     assert all(p["executed"] > 64 ** 3 / 64 and p["est_cycles"] > 0 and p["vsetvl"] > 0 for p in i8.values())
     assert i8["default"]["est_vs_default"] == 1.0
-    calibrated = document["kernels"]["calibration"][0]
+    calibrated = row
     assert calibrated["row"] == "f32" and all(count >= 1 for count in calibrated["workgroups"])
     assert calibrated["toolchain"] == "current" and "3.13.0 has PR 24933" in calibrated["toolchain_why"]
+    # the row pinned to 3.12.0 beside it: its own test's estimate with that release (wall time only)
+    (pinned,) = [r for r in document["kernels"]["calibration"] if r["toolchain"] == "3.12.0"]
+    assert pinned["compiler"].startswith("IREE compiler version 3.12.0") and pinned["shape"] == "64x64x64"
+    assert pinned["wall_estimated"] == pytest.approx(pinned["wall_ms"][0] / pinned["wall_ms"][1], rel=1e-3)
+    assert abs(pinned["wall_error_percent"]) <= 30 and pinned["expected_miss"] is None
+    assert pinned["wall_ms"] != row["wall_ms"]  # another compiler's code, not the current cells' numbers
+    assert "compiled with iree-base-compiler==3.12.0 (IREE compiler version 3.12.0" in result.stdout.str()
     # memory traffic per call beside each path and each side of the calibration row (X60's modelled caches)
     for entry in entries.values():
         for path in entry["paths"].values():

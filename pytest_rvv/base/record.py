@@ -40,6 +40,7 @@ class Record:
     compared: bool = False  # the test compared toolchains (--rvv-compare)
     estimator: dict[str, Any] | None = None  # the estimator against one published instruction timing
     peers: dict[str, Any] | None = None  # a cell beside its peer (measure/peers.py PeerComparison.row)
+    published_row: dict[str, Any] | None = None  # a published row estimated with the release it is pinned to
 
     @classmethod
     def of(cls, report: Any) -> Record:

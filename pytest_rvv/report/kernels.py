@@ -293,15 +293,30 @@ def _wall(path: dict[str, Any] | None) -> str:
     return wall_text(path["est_wall_ms"], path["bound_by"], ("1", WALL_AT))
 
 
+def with_pinned(entries: list[dict[str, Any]], pinned: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The dashboard's entries, each with the estimates its published rows pinned to another release made with that
+    release (``pinned``: by row id, what their tests recorded) under ``pinned``."""
+    for entry in entries:
+        own = {p.id: pinned[p.id] for p in PUBLISHED if (p.row, p.shape) == (entry["row"], entry["shape"])
+               and p.id in pinned}
+        if own:
+            entry["pinned"] = own
+    return entries
+
+
 def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each published measurement reproduced as a cell of the toolchain under test (``entries``): measured ratio,
-    estimated ratio, and the error. A row pinned to another release (``RowToolchain``) is not made of these cells:
-    its own test compiles it with that release and holds it."""
+    """Each published measurement reproduced: measured ratio, estimated ratio, and the error. A row of the toolchain
+    under test is made of its cells (``entries``); a row pinned to another release (``RowToolchain``) of what its own
+    test estimated with that release (the entry's ``pinned``), wall time only."""
     by_key = {(e["row"], e["shape"]): e for e in entries}
     rows = []
     for p in PUBLISHED:
         entry = by_key.get((p.row, p.shape))
-        if entry is None or p.toolchain.release is not None:
+        if entry is None:
+            continue
+        if p.toolchain.release is not None:
+            if (pinned := entry.get("pinned", {}).get(p.id)) is not None:
+                rows.append(_pinned_row(p, pinned))
             continue
         a, b = (entry["paths"].get(path, {}).get("est_cycles") for path in p.over)
         estimate = ratio(a, b)
@@ -317,8 +332,7 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                      "measured_high": p.high, "estimated": estimate, "source": p.source, "how": p.how,
                      "toolchain": p.toolchain.label, "toolchain_why": p.toolchain.why,
                      "workgroups": workgroups, "dram_bytes": dram, "l2_misses": l2,
-                     "configuration": {"flags": list(c.flags), "features": c.features, "threads": c.threads,
-                                       "operands": c.operands, "differs": list(c.differs)},
+                     "configuration": _configuration_json(c),
                      "error_percent": None if estimate is None else round(100 * (estimate / middle - 1), 1)}
                     | ({} if wall is None else {
                         "wall_estimated": wall, "wall_ms": wall_ms,
@@ -327,6 +341,25 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "expected_miss": WALL_MISSES.get(p.id)})
                     | ({"silicon_runs": runs} if any(runs := [w.get("silicon_run") for w in walls]) else {}))
     return rows
+
+
+def _pinned_row(p: Published, pinned: dict[str, Any]) -> dict[str, Any]:
+    """A row estimated with its pinned release: the wall-time model's ratio and its parts; the in-core estimate,
+    workgroups and traffic of those cells are not kept (-)."""
+    c, wall = p.config, ratio(*pinned["wall_ms"])
+    return {"row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,
+            "measured_high": p.high, "estimated": None, "source": p.source, "how": p.how,
+            "toolchain": p.toolchain.label, "compiler": pinned["compiler"], "toolchain_why": p.toolchain.why,
+            "workgroups": [None, None], "dram_bytes": [None, None], "l2_misses": [None, None],
+            "configuration": _configuration_json(c), "error_percent": None} | ({} if wall is None else {
+                "wall_estimated": wall, "wall_ms": pinned["wall_ms"],
+                "wall_error_percent": round(wall_ratio_error(wall, p.low, p.high), 1),
+                "bound_by": pinned["bound_by"], "expected_miss": WALL_MISSES.get(p.id)})
+
+
+def _configuration_json(c: Configuration) -> dict[str, Any]:
+    return {"flags": list(c.flags), "features": c.features, "threads": c.threads, "operands": c.operands,
+            "differs": list(c.differs)}
 
 
 def silicon_run(point: CalibrationPoint) -> dict[str, Any]:
@@ -377,7 +410,11 @@ def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
 
 def _compiled(row: dict[str, Any]) -> str:
     """The compiler the row's cells were made with, and why that one (rows before it was recorded: nothing)."""
-    return f"; compiled with the {row['toolchain']} toolchain: {row['toolchain_why']}" if "toolchain" in row else ""
+    if "toolchain" not in row:
+        return ""
+    which = ("the toolchain under test" if row["toolchain"] == "current" else
+             f"iree-base-compiler=={row['toolchain']}" + (f" ({row['compiler']})" if "compiler" in row else ""))
+    return f"; compiled with {which}: {row['toolchain_why']}"
 
 
 def _board_runs(row: dict[str, Any]) -> str:

@@ -525,16 +525,18 @@ class PerformanceCollector:
         self.estimator: list[dict[str, Any]] = []  # the estimator against published instruction timings
         self.pairs = microkernel_pairs(session.settings.known_targets)
         self.kernel_cells = session.settings.kernels.cells if session.settings.kernels else ()
-        self._dashboard: tuple[int, list[dict[str, Any]]] | None = None
+        self.published_rows: dict[str, dict[str, Any]] = {}  # published rows estimated with their pinned release
+        self._dashboard: tuple[int, int, list[dict[str, Any]]] | None = None
 
     @property
     def kernels(self) -> list[dict[str, Any]]:
         """The kernel dashboard of this run (report/kernels.py), empty without kernel cells; made once per set of
         records (the reports and the terminal read it after the last test)."""
-        if self._dashboard is None or self._dashboard[0] != len(self.rows):
-            self._dashboard = (len(self.rows), kernels.dashboard(self.kernel_cells, self.rows)
-                               if self.kernel_cells else [])
-        return self._dashboard[1]
+        made = (len(self.rows), len(self.published_rows))
+        if self._dashboard is None or self._dashboard[:2] != made:
+            entries = kernels.dashboard(self.kernel_cells, self.rows) if self.kernel_cells else []
+            self._dashboard = (*made, kernels.with_pinned(entries, self.published_rows))
+        return self._dashboard[2]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
@@ -549,6 +551,8 @@ class PerformanceCollector:
             self.improvements += record.improvements
             if record.estimator is not None:
                 self.estimator.append(record.estimator)
+            if record.published_row is not None:
+                self.published_rows[record.published_row["id"]] = record.published_row
 
 
 def _generic(note: str) -> str:
