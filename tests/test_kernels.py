@@ -125,6 +125,7 @@ def test_a_kernel_cell_runs_every_check_and_its_paths_land_side_by_side(kernel_p
     (row,) = [r for r in document["kernels"]["calibration"] if r["toolchain"] == "current"]
     assert row["wall_estimated"] == pytest.approx(row["wall_ms"][0] / row["wall_ms"][1], rel=1e-3)
     assert row["wall_error_percent"] < -30 and row["expected_miss"].startswith("with 3.13's code")
+    assert row["wall_latency_hidden"] == pytest.approx(row["wall_estimated"])  # no DRAM miss at 64^3: nothing hidden
     entries = {(e["row"], e["shape"]): e for e in document["kernels"]["dashboard"]}
     i8 = entries[("i8", "64x64x64")]["paths"]
     assert set(i8) == {"default", "data-tiled", "mmt4d", "inner-tiled", "ukernels-all"}

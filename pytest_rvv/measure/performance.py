@@ -347,7 +347,8 @@ def add_traffic(cell: Cell, result: PerfResult, wall: WallRequest) -> None:
                 result.notes.append(f"no est. wall time at {threads} threads on {core}: {str(exc).splitlines()[0]}")
                 continue
             result.wall.setdefault(core, {})[str(threads)] = {"seconds": estimate.seconds,
-                                                              "bound_by": estimate.bound_by}
+                                                              "bound_by": estimate.bound_by,
+                                                              "latency_hidden_s": estimate.overlapped_seconds}
     executed = (result.executed or {}).get("dispatches", {})
     figures = {}
     for name, totals in traffic.dispatches.items():
