@@ -372,10 +372,11 @@ def rvv_wall_row(rvv_session: RvvSession, tmp_path: Path, record_property: Any) 
         cells = rvv_session.settings.kernels.cells if rvv_session.settings.kernels else ()
         core = CORES[KERNEL_CORE]
         try:  # the compiler of the measurement's date (report/kernels.py RowToolchain), fetched once
-            session = rvv_session.at_release(row.toolchain.release, f"published row {row.id}")
+            session = rvv_session.at_release(row.toolchain.release)
         except ConfigError as exc:
-            pytest.skip(f"{exc} (the row reproduces that release: let pip reach a package index that has it, e.g. "
-                        f"PIP_INDEX_URL, or deselect it with -k 'not iree{row.toolchain.release}')")
+            pytest.skip(f"published row {row.id}: {exc} (the row reproduces that release: let pip reach a package "
+                        f"index that has it, e.g. PIP_INDEX_URL, or deselect it with "
+                        f"-k 'not iree{row.toolchain.release}')")
         walls = []
         for path in row.over:
             kernel = next(c for c in cells if (c.row, c.shape.name, c.path) == (row.row, row.shape, path))
@@ -393,12 +394,14 @@ def rvv_wall_row(rvv_session: RvvSession, tmp_path: Path, record_property: Any) 
                 pytest.skip(str(exc))
         estimated = walls[0].seconds / walls[1].seconds
         hidden = walls[0].overlapped_seconds / walls[1].overlapped_seconds  # a diagnostic: which term decides
-        pinned = {} if session is rvv_session else {"published_row": {  # the calibration view shows it beside the rest
+        pinned = {} if row.toolchain.release is None else {"published_row": {  # the calibration view shows it
             "id": row.id, "compiler": session.toolchain.compiler_version, "wall_ms": [1e3 * w.seconds for w in walls],
             "wall_hidden_ms": [1e3 * w.overlapped_seconds for w in walls], "bound_by": [w.bound_by for w in walls]}}
         _judged(wall_row_verdict(f"{row.row} {row.shape} {row.over[0]} / {row.over[1]}, {row.config.threads} "
-                                 f"thread(s), {row.source.split(' (')[0]}, compiled with {row.toolchain.label} "
-                                 f"({session.toolchain.release})", estimated, row.low, row.high, hidden, **pinned),
+                                 f"thread(s), {row.source.split(' (')[0]}, compiled with "
+                                 + (f"the toolchain under test ({session.toolchain.release})"
+                                    if row.toolchain.release is None else row.toolchain.spec or ""),
+                                 estimated, row.low, row.high, hidden, **pinned),
                 record_property)
         return estimated
 

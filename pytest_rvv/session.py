@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.base.errors import PathUnavailable, RuntimeNotProvided, RvvError
+from pytest_rvv.base.errors import ConfigError, PathUnavailable, RuntimeNotProvided, RvvError
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, digest, file_sha256
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
@@ -83,12 +83,13 @@ class RvvSession:
     (``resolve``); which runner runs a target, and its runtime, are chosen in run/choice.py (``choice``, ``boards``)."""
 
     def __init__(self, settings: Settings,
-                 toolchain: Toolchain | None = None, reference: bool = False) -> None:
+                 toolchain: Toolchain | None = None, reference: bool = False, stages: Stages | None = None) -> None:
         self.settings = settings
         self.is_reference = reference  # the --rvv-compare side: its own runtime options apply
         self.store = Store(settings.cache_dir)
         self._toolchain = toolchain
-        self.stages = Stages()  # where this process's time goes (--rvv-profile)
+        self.stages = stages or Stages()  # where this process's time goes (--rvv-profile)
+        self._releases: dict[str, RvvSession | ConfigError] = {}  # at_release's, each fetched (or refused) once
         # emulated runs kept by content (run/recorded.py); --rvv-no-cache runs them all again
         self.runs = RecordedRuns(self.store, settings.timeout_s, fresh=settings.fresh_runs, stages=self.stages)
         self.boards = Boards(settings, self.store)  # which board runs a target here, probed once
@@ -98,15 +99,25 @@ class RvvSession:
         """The toolchain given, else the user's build (--rvv-iree-build), else the installed wheel's."""
         return self._toolchain or find_toolchain(self.settings.iree_build)
 
-    @functools.cache  # noqa: B019
-    def at_release(self, release: str | None, why: str) -> RvvSession:
+    def at_release(self, release: str | None) -> RvvSession:
         """This session compiling with ``iree-base-compiler==release`` (fetched once into the tools' environments,
-        toolchain/environments.py; ConfigError naming ``why`` when it cannot be had), on a runtime its modules load in;
+        toolchain/environments.py; the same ConfigError again when it cannot be had), on a runtime its modules load in
+        (chosen as for the --rvv-compare side, whose runtime options apply), its time in this session's stages;
         itself for None or the release under test."""
         if release is None or release == self.toolchain.release:
             return self
-        toolchain = toolchain_from_spec(f"iree-base-compiler=={release}", self.settings.tools_dir, option=why)
-        return RvvSession(self.settings, toolchain=toolchain, reference=True)
+        if release not in self._releases:
+            try:
+                toolchain = toolchain_from_spec(f"iree-base-compiler=={release}", self.settings.tools_dir,
+                                                option="a published row's release")
+                self._releases[release] = RvvSession(self.settings, toolchain=toolchain, reference=True,
+                                                     stages=self.stages)
+            except ConfigError as exc:
+                self._releases[release] = exc
+        found = self._releases[release]
+        if isinstance(found, ConfigError):
+            raise found
+        return found
 
     @functools.cached_property
     def machine(self) -> Machine:

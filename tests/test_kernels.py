@@ -500,5 +500,25 @@ def test_a_published_row_whose_release_cannot_be_fetched_skips_with_one_line_nam
     result = kernel_project.run("kernels", "--rvv-kernels=64x64x64,f32", "-k", "published")
     result.assert_outcomes(skipped=1, xfailed=1)
     (line,) = [ln for ln in result.stdout.lines if ln.startswith("SKIPPED")]
-    assert "published row f32-64x64x64-inner-tiled-over-ukernels-all-iree3.12.0 iree-base-compiler==3.12.0" in line
+    assert ("published row f32-64x64x64-inner-tiled-over-ukernels-all-iree3.12.0: a published row's release "
+            "iree-base-compiler==3.12.0: pip cannot install it") in line
     assert "package index" in line
+
+
+def test_a_pinned_rows_estimate_reaches_the_calibration_view_even_without_a_current_cell_beside_it():
+    """Run alone (``-k iree3.12.0``) the pinned rows' tests leave their estimates and no dashboard entry: the
+    calibration view still shows each, and the dashboard shows no empty row for it."""
+    from pytest_rvv.report.kernels import calibration_table, dashboard_table, with_pinned
+
+    row = "f32-256x256x256-inner-tiled-over-ukernels-all-iree3.12.0"
+    pinned = {row: {"id": row, "compiler": "IREE compiler version 3.12.0rc20260917 @ 2b05c5db",
+                    "wall_ms": [2.456, 1.198], "wall_hidden_ms": [2.291, 0.916], "bound_by": ["compute", "compute"]}}
+    entries = with_pinned([], pinned)
+    assert dashboard_table(entries) == []
+    (shown,) = calibration(entries)
+    assert shown["toolchain"] == "3.12.0" and shown["wall_estimated"] == pytest.approx(2.456 / 1.198)
+    assert shown["wall_error_percent"] == pytest.approx(10.8, abs=0.1) and shown["expected_miss"] is None
+    assert shown["wall_latency_hidden"] == pytest.approx(2.291 / 0.916)
+    line = calibration_table([shown])[-1]
+    assert "| 2.05x (2.456 / 1.198 ms); DRAM latency hidden 2.50x | +11 % | compute / compute | - |" in line
+    assert "compiled with iree-base-compiler==3.12.0 (IREE compiler version 3.12.0rc20260917" in line

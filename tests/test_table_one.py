@@ -62,7 +62,6 @@ def test_table_one_leads_with_work_and_the_estimate_and_labels_emulated_time_aft
     assert float(row["work per call (M instr)"]) == pytest.approx(vector / 1e6, rel=0.05)
     assert float(row["work vs rv64gc"].removesuffix("x")) == pytest.approx(vector / scalar, rel=0.05)
     assert row["QEMU speedup vs rv64gc"].endswith("x") and rows[("mlp", "rv64gc")]["work vs rv64gc"] == "-"
-    assert not rows[("mlp", "rv64gc")]["est. X60 ms per call"].endswith(MARK)  # scalar code: no RVV model error
     result.stdout.fnmatch_lines(["QEMU time and QEMU speedup are emulated: QEMU's time is not silicon time*"])
     # the same columns in performance.md and on the page; the first plot is what holds on silicon, emulation last
     markdown = (report / "performance.md").read_text()
@@ -77,11 +76,14 @@ def test_table_one_leads_with_work_and_the_estimate_and_labels_emulated_time_aft
     assert re.findall(r"<th>([^<]*)</th>", table) == header
     document = json.loads((report / "results.json").read_text())
     jsonschema.validate(document, schema())
-    # no wall time asked; a cell's mark is a caveat there, each a known model error holding >= 5 % of the estimate
+    # no wall time asked; the one mark is a caveat: mlp's RVV code moves scalars into vectors with vmv.s.x at m1 (4
+    # cycles in LLVM's model, 1 on the board) in blocks holding about a fifth of its estimate; the scalar cell has none
     marked = {target for (_, target), row in rows.items() if row["est. X60 ms per call"].endswith(MARK)}
-    noted = {c["target"]: c for c in document.get("cell_estimates", [])}
-    assert set(noted) == marked and all(set(c) == {"model", "target", "caveats"} for c in noted.values())
-    assert all(e["share_percent"] >= 5 for c in noted.values() for e in c["caveats"]["spacemit-x60"])
+    assert marked == {"rv64gcv-zvl256b"}
+    (noted,) = document["cell_estimates"]
+    assert set(noted) == {"model", "target", "caveats"} and noted["target"] == "rv64gcv-zvl256b"
+    (caveat,) = noted["caveats"]["spacemit-x60"]
+    assert caveat["instruction"] == "vmv.s.x at m1" and caveat["share_percent"] >= 5
 
 
 def test_a_wall_time_column_appears_only_when_measured(performance_project, tmp_path):

@@ -111,7 +111,8 @@ class InstructionCalibration:
 
     def as_json(self) -> dict[str, object]:
         t = self.timing
-        return {"core": t.core, "instruction": t.mnemonic, "sew": int(t.sew), "lmul": t.lmul,
+        instruction = t.mnemonic + (" (masked)" if t.name.endswith("-masked") else "")
+        return {"core": t.core, "instruction": instruction, "sew": int(t.sew), "lmul": t.lmul,
                 "measured": t.cycles, "estimated": round(self.estimated, 3), "error_percent": self.error_percent,
                 "source": t.source, "llvm_mca": self.llvm_mca}
 

@@ -84,8 +84,9 @@ def model_caveats(counts: Callable[[], ExecutedCounts], counts_file: Path, execu
     for core, entries in found.items():
         for entry in entries:
             cycles = entry.pop("cycles")
-            entry["share_percent"] = round(100 * cycles / totals[core], 1) if totals.get(core) else None
-            if entry["share_percent"] is None or entry["share_percent"] >= MIN_SHARE_PERCENT:
+            share = 100 * cycles / totals[core] if totals.get(core) else None
+            entry["share_percent"] = None if share is None else round(share, 1)
+            if share is None or share >= MIN_SHARE_PERCENT:
                 caveats.setdefault(core, []).append(entry)
     return caveats
 

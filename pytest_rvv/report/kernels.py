@@ -243,7 +243,9 @@ def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResul
 
 
 def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
-    """Markdown: est. X60 Mcycles per path (ratio to default), inner-tiled / mmt4d, vsetvl/vrgather per path."""
+    """Markdown: est. X60 Mcycles per path (ratio to default), inner-tiled / mmt4d, vsetvl/vrgather per path (an
+    entry that only carries pinned rows' estimates, ``with_pinned``, has no row here)."""
+    entries = [e for e in entries if e["paths"]]
     if not entries:
         return []
     paths = [p for p in PATHS if any(p in e["paths"] for e in entries)]
@@ -297,13 +299,19 @@ def _wall(path: dict[str, Any] | None) -> str:
 
 
 def with_pinned(entries: list[dict[str, Any]], pinned: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The dashboard's entries, each with the estimates its published rows pinned to another release made with that
-    release (``pinned``: by row id, what their tests recorded) under ``pinned``."""
-    for entry in entries:
-        own = {p.id: pinned[p.id] for p in PUBLISHED if (p.row, p.shape) == (entry["row"], entry["shape"])
-               and p.id in pinned}
-        if own:
-            entry["pinned"] = own
+    """The dashboard's entries, each with the estimates its published rows pinned to a release made with that release
+    (``pinned``: by row id, what their tests recorded) under ``pinned``; a row x shape no cell of the toolchain under
+    test measured gets an entry of its own without paths (the calibration view shows it, the dashboard does not)."""
+    by_key = {(e["row"], e["shape"]): e for e in entries}
+    for p in PUBLISHED:
+        if p.id not in pinned:
+            continue
+        entry = by_key.get((p.row, p.shape))
+        if entry is None:
+            entry = by_key[(p.row, p.shape)] = {"row": p.row, "shape": p.shape, "core": CORE, "paths": {},
+                                                "inner_over_mmt4d": {"est_cycles": None, "executed": None}}
+            entries.append(entry)
+        entry.setdefault("pinned", {})[p.id] = pinned[p.id]
     return entries
 
 
@@ -320,6 +328,8 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if p.toolchain.release is not None:
             if (pinned := entry.get("pinned", {}).get(p.id)) is not None:
                 rows.append(_pinned_row(p, pinned))
+            continue
+        if not entry["paths"]:  # only pinned rows' estimates: no cell of the toolchain under test ran
             continue
         a, b = (entry["paths"].get(path, {}).get("est_cycles") for path in p.over)
         estimate = ratio(a, b)
