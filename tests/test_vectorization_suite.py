@@ -192,7 +192,7 @@ def test_the_snapshot_extension_answers_who_owns_a_file_as_syrupy_does(pytester)
         def test_plain():
             pass
     """)
-    items, _ = pytester.inline_genitems("-p", "no:syrupy", "-p", "no:cacheprovider")
+    items, _ = pytester.inline_genitems("-p", "no:syrupy", "-p", "no:cacheprovider", "-p", "no:rvv")  # plain items
     module = items[0].path.stem
     here = pytester.path / "__snapshots__" / module
     names = ["test_still_vectorized[mlp-rv64gc].json", "test_still_vectorized[mlp-rv64gcv-zvl256b].json",
