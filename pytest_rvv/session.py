@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.base.errors import ConfigError, PathUnavailable, RuntimeNotProvided, RvvError
+from pytest_rvv.base.errors import ConfigError, PathUnavailable, Remembered, RuntimeNotProvided, RvvError
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, digest, file_sha256
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
@@ -89,7 +89,7 @@ class RvvSession:
         self.store = Store(settings.cache_dir)
         self._toolchain = toolchain
         self.stages = stages or Stages()  # where this process's time goes (--rvv-profile)
-        self._releases: dict[str, RvvSession | ConfigError] = {}  # at_release's, each fetched (or refused) once
+        self._releases: Remembered[RvvSession] = Remembered(ConfigError)  # at_release's, each fetched (or refused) once
         # emulated runs kept by content (run/recorded.py); --rvv-no-cache runs them all again
         self.runs = RecordedRuns(self.store, settings.timeout_s, fresh=settings.fresh_runs, stages=self.stages)
         self.boards = Boards(settings, self.store)  # which board runs a target here, probed once
@@ -106,18 +106,13 @@ class RvvSession:
         itself for None or the release under test."""
         if release is None or release == self.toolchain.release:
             return self
-        if release not in self._releases:
-            try:
-                toolchain = toolchain_from_spec(f"iree-base-compiler=={release}", self.settings.tools_dir,
-                                                option="a published row's release")
-                self._releases[release] = RvvSession(self.settings, toolchain=toolchain, reference=True,
-                                                     stages=self.stages)
-            except ConfigError as exc:
-                self._releases[release] = exc
-        found = self._releases[release]
-        if isinstance(found, ConfigError):
-            raise found
-        return found
+
+        def fetched() -> RvvSession:
+            toolchain = toolchain_from_spec(f"iree-base-compiler=={release}", self.settings.tools_dir,
+                                            option="a published row's release")
+            return RvvSession(self.settings, toolchain=toolchain, reference=True, stages=self.stages)
+
+        return self._releases.get(release, fetched)
 
     @functools.cached_property
     def machine(self) -> Machine:

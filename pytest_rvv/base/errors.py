@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+_V = TypeVar("_V")
+
 
 class RvvError(Exception):
     """Base class: ``str(error)`` is a single line fit to show a user."""
@@ -68,3 +73,23 @@ def first_lines(text: str, count: int = 5, *, pattern: str = "error") -> str:
 def tail(text: str, count: int = 20) -> str:
     """The last ``count`` lines of ``text``."""
     return "\n".join(text.splitlines()[-count:])
+
+
+class Remembered(Generic[_V]):
+    """Values made once per key in this process, where a failure of the kind ``errors`` is remembered too and raised
+    again as is: a refusal is said once per key and never retried (a runtime none loads, a release pip cannot get)."""
+
+    def __init__(self, errors: type[Exception]) -> None:
+        self.errors = errors
+        self._made: dict[Hashable, _V | Exception] = {}
+
+    def get(self, key: Hashable, make: Callable[[], _V]) -> _V:
+        if key not in self._made:
+            try:
+                self._made[key] = make()
+            except self.errors as exc:
+                self._made[key] = exc
+        found = self._made[key]
+        if isinstance(found, Exception):
+            raise found
+        return found

@@ -19,7 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.base.errors import ConfigError, RunFailed, RuntimeMismatch, RuntimeNotProvided, RvvError
+from pytest_rvv.base.errors import (
+    ConfigError,
+    Remembered,
+    RunFailed,
+    RuntimeMismatch,
+    RuntimeNotProvided,
+    RvvError,
+)
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.compile.compiler import Compiler, ImportedModel
 from pytest_rvv.config.boards import Board
@@ -122,7 +129,7 @@ class RunnerChoice:
         self.toolchain = toolchain
         self.compiler = compiler
         self.is_reference = reference  # the --rvv-compare side: its own runtime options apply
-        self._runtimes: dict[str, Runtime | RvvError] = {}  # per arch; a failure is remembered, said once
+        self._runtimes: Remembered[Runtime] = Remembered(RvvError)  # per arch; a failure is remembered, said once
 
     def qemu(self, arch: str) -> Qemu:
         return find_qemu(arch, self.settings.qemu_dir)
@@ -132,16 +139,8 @@ class RunnerChoice:
 
         Chosen once per process; a failure to choose (no runtime, none that loads) is raised again as is.
         """
-        if arch not in self._runtimes:
-            try:
-                self._runtimes[arch] = runtime_for(arch, self.store, self.toolchain, self.settings,
-                                                   self.probe_runtime, self.is_reference, log)
-            except RvvError as exc:
-                self._runtimes[arch] = exc
-        found = self._runtimes[arch]
-        if isinstance(found, RvvError):
-            raise found
-        return found
+        return self._runtimes.get(arch, lambda: runtime_for(arch, self.store, self.toolchain, self.settings,
+                                                            self.probe_runtime, self.is_reference, log))
 
     def probe_runtime(self, executable: Path) -> str | None:
         """None when the riscv64 ``executable`` runs the toolchain's probe module, else its one-line reason.
