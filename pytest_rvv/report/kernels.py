@@ -340,42 +340,44 @@ def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         threads = str(c.threads)
         walls = [entry["paths"].get(path, {}) for path in p.over]
         wall_ms = [w.get("est_wall_ms", {}).get(threads) for w in walls]
-        wall = ratio(*wall_ms)
-        hidden = ratio(*(w.get("est_wall_hidden_ms", {}).get(threads) for w in walls))
-        rows.append({"row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,
-                     "measured_high": p.high, "estimated": estimate, "source": p.source, "how": p.how,
-                     "toolchain": p.toolchain.label, "toolchain_why": p.toolchain.why,
-                     "workgroups": workgroups, "dram_bytes": dram, "l2_misses": l2,
-                     "configuration": _configuration_json(c),
-                     "error_percent": None if estimate is None else round(100 * (estimate / middle - 1), 1)}
-                    | ({} if wall is None else {
-                        "wall_estimated": wall, "wall_ms": wall_ms,
-                        "wall_error_percent": round(wall_ratio_error(wall, p.low, p.high), 1),
-                        "bound_by": [w.get("bound_by", {}).get(threads) for w in walls],
-                        "expected_miss": WALL_MISSES.get(p.id)} | ({} if hidden is None else {
-                            "wall_latency_hidden": hidden}))
-                    | ({"silicon_runs": runs} if any(runs := [w.get("silicon_run") for w in walls]) else {}))
+        rows.append(_published_fields(p) | {
+            "estimated": estimate, "workgroups": workgroups, "dram_bytes": dram, "l2_misses": l2,
+            "error_percent": None if estimate is None else round(100 * (estimate / middle - 1), 1)}
+            | _wall_fields(p, wall_ms, [w.get("bound_by", {}).get(threads) for w in walls],
+                           [w.get("est_wall_hidden_ms", {}).get(threads) for w in walls])
+            | ({"silicon_runs": runs} if any(runs := [w.get("silicon_run") for w in walls]) else {}))
     return rows
 
 
 def _pinned_row(p: Published, pinned: dict[str, Any]) -> dict[str, Any]:
     """A row estimated with its pinned release: the wall-time model's ratio and its parts; the in-core estimate,
     workgroups and traffic of those cells are not kept (-)."""
-    c, wall, hidden = p.config, ratio(*pinned["wall_ms"]), ratio(*pinned["wall_hidden_ms"])
+    return (_published_fields(p) | {"compiler": pinned["compiler"], "estimated": None, "workgroups": [None, None],
+                                    "dram_bytes": [None, None], "l2_misses": [None, None], "error_percent": None}
+            | _wall_fields(p, pinned["wall_ms"], pinned["bound_by"], pinned["wall_hidden_ms"]))
+
+
+def _published_fields(p: Published) -> dict[str, Any]:
+    """What a calibration row says of its published measurement: the ratio, the range, the source, the compiler and
+    the configuration."""
+    c = p.config
     return {"row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,
-            "measured_high": p.high, "estimated": None, "source": p.source, "how": p.how,
-            "toolchain": p.toolchain.label, "compiler": pinned["compiler"], "toolchain_why": p.toolchain.why,
-            "workgroups": [None, None], "dram_bytes": [None, None], "l2_misses": [None, None],
-            "configuration": _configuration_json(c), "error_percent": None} | ({} if wall is None else {
-                "wall_estimated": wall, "wall_ms": pinned["wall_ms"],
-                "wall_error_percent": round(wall_ratio_error(wall, p.low, p.high), 1),
-                "bound_by": pinned["bound_by"], "expected_miss": WALL_MISSES.get(p.id)} | ({} if hidden is None else {
-                    "wall_latency_hidden": hidden}))
+            "measured_high": p.high, "source": p.source, "how": p.how, "toolchain": p.toolchain.label,
+            "toolchain_why": p.toolchain.why,
+            "configuration": {"flags": list(c.flags), "features": c.features, "threads": c.threads,
+                              "operands": c.operands, "differs": list(c.differs)}}
 
 
-def _configuration_json(c: Configuration) -> dict[str, Any]:
-    return {"flags": list(c.flags), "features": c.features, "threads": c.threads, "operands": c.operands,
-            "differs": list(c.differs)}
+def _wall_fields(p: Published, wall_ms: list[float | None], bound_by: list[str | None],
+                 hidden_ms: list[float | None]) -> dict[str, Any]:
+    """The estimated wall-time ratio of a row's two sides (ms in the ratio's order) against its measured range, and
+    the same with the DRAM latency hidden; nothing when a side was not estimated."""
+    wall, hidden = ratio(*wall_ms), ratio(*hidden_ms)
+    if wall is None:
+        return {}
+    return {"wall_estimated": wall, "wall_ms": wall_ms,
+            "wall_error_percent": round(wall_ratio_error(wall, p.low, p.high), 1), "bound_by": bound_by,
+            "expected_miss": WALL_MISSES.get(p.id)} | ({} if hidden is None else {"wall_latency_hidden": hidden})
 
 
 def silicon_run(point: CalibrationPoint) -> dict[str, Any]:
