@@ -57,7 +57,7 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.report.kernels import Published
 from pytest_rvv.run.choice import TargetRefused
 from pytest_rvv.run.ort_harness import PeerRejected
-from pytest_rvv.run.peer import PeerRunner, PeerRuns, peer_runner
+from pytest_rvv.run.peer import ONNXRUNTIME, PEERS, AnyPeerRunner, PeerRuns
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import Cell, RvvSession
 
@@ -432,27 +432,39 @@ def rvv_cell(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner) -> C
     return lambda: rvv_session.cell(rvv_model, rvv_runner.target, rvv_runner)
 
 
-# each target's peer runner, or why there is none (one line: tried once per process, e.g. a fetch without network)
-_PEER_RUNNERS: dict[tuple[str, Path | None, Path], PeerRunner | str] = {}
+# each peer x target's runner, or why there is none (one line: tried once per process, e.g. a fetch without network)
+_PEER_RUNNERS: dict[tuple[str, str, Path | None, Path], AnyPeerRunner | str] = {}
 
 
 @pytest.fixture
-def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, tmp_path: Path, record_property: Any,
-             request: pytest.FixtureRequest) -> Callable[..., PeerWork | PeerComparison]:
-    """``rvv_model`` on ``rvv_target``'s peer (--rvv-peers: ONNX Runtime's riscv64 build under the same QEMU CPU):
-    ``rvv_peer()`` its work (agreement, per call, by library), ``rvv_peer(beside=True)`` IREE's cell beside it (the
-    peers table's row, left on the test's record).
+def rvv_peer_name() -> str:
+    """Which peer plug-in (run/peer.py PEERS) a peer test runs: parametrized by the plugin where more than one
+    serves; ONNX Runtime otherwise (suites/peers/, whose test ids predate other peers)."""
+    return ONNXRUNTIME
 
-    Skips with the one line of toolchain/peer_ort.py when the peer cannot be fetched (no network); an expected
-    failure with ONNX Runtime's one line when it refuses the model; a crash under QEMU fails (RunFailed).
+
+@pytest.fixture
+def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_peer_name: str, tmp_path: Path,
+             record_property: Any, request: pytest.FixtureRequest) -> Callable[..., PeerWork | PeerComparison]:
+    """``rvv_model`` on ``rvv_target``'s peer (--rvv-peers: ``rvv_peer_name``'s riscv64 build under the same QEMU
+    CPU): ``rvv_peer()`` its work (agreement, per call, by library), ``rvv_peer(beside=True)`` IREE's cell beside it
+    (the peers table's row, left on the test's record).
+
+    Skips with the one line of toolchain/debian_sysroot.py when the peer cannot be fetched (no network); an expected
+    failure with the peer's one line when it refuses the cell; a crash under QEMU fails (RunFailed).
     """
     settings = rvv_session.settings
+    plugin = PEERS[rvv_peer_name]
+    if (why := plugin.serves(rvv_model, rvv_target)) is not None:
+        _judged(peer_refused(f"{plugin.title} does not serve {rvv_model.name} on {rvv_target.name}: {why}"),
+                record_property)
+        pytest.xfail(f"{plugin.title}: {why}")
 
-    def runner() -> PeerRunner:
-        key = (rvv_target.name, settings.qemu_dir, settings.tools_dir)
+    def runner() -> AnyPeerRunner:
+        key = (rvv_peer_name, rvv_target.name, settings.qemu_dir, settings.tools_dir)
         if key not in _PEER_RUNNERS:
             try:
-                _PEER_RUNNERS[key] = peer_runner(rvv_target, settings.qemu_dir, settings.tools_dir)
+                _PEER_RUNNERS[key] = plugin.runner(rvv_target, settings.qemu_dir, settings.tools_dir)
             except ToolMissing as exc:  # SysrootUnavailable among them: its one line
                 _PEER_RUNNERS[key] = str(exc)
         found = _PEER_RUNNERS[key]
@@ -475,7 +487,8 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, tmp_
         except ToolMissing as exc:
             pytest.skip(str(exc))
         comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work,
-                                    rvv_session.toolchain.compiler_version)
+                                    rvv_session.toolchain.compiler_version, peer_name=plugin.name,
+                                    library=plugin.library)
         leave(record_property, peers=comparison.row())
         return comparison
 

@@ -23,7 +23,7 @@ from pytest_rvv.bundle.collect import BundleWriter
 from pytest_rvv.bundle.writer import check_replaceable
 from pytest_rvv.comparison.summary import ComparisonSummary
 from pytest_rvv.config.cores import CORES
-from pytest_rvv.config.kernels import MARK
+from pytest_rvv.config.kernels import MARK, KernelCell
 from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
 from pytest_rvv.config.targets import Target
 from pytest_rvv.conformance.node_tests import node_tests, select
@@ -44,6 +44,7 @@ from pytest_rvv.report.performance import PerformanceCollector, write_report
 from pytest_rvv.report.sections import Sections, Written
 from pytest_rvv.report.terminal import ExpectedFailureSeen, terminal_blocks
 from pytest_rvv.report.vectorization import VectorizationSummary
+from pytest_rvv.run.peer import ONNXRUNTIME, PEERS
 from pytest_rvv.session import RvvSession
 from pytest_rvv.toolchain.choice import NoRuntimeLoads
 from pytest_rvv.toolchain.environments import toolchain_from_spec
@@ -54,6 +55,7 @@ from pytest_rvv.xdist import scheduling, shards
 COMPARISON_FIXTURE = "rvv_toolchain_comparison"
 KERNELS_MARK = MARK  # a test over the kernel suite's cells (config/kernels.py) instead of models x targets
 PEERS_MARK = "rvv_peers"  # a test over models x riscv64 targets beside a peer, generated only with --rvv-peers
+ONE_PATH_MARK = "rvv_one_path"  # a kernel peer test generated once per row x shape (the first path's cell)
 # .test_durations, read once where it is used: --rvv-shard, and xdist's load scheduling (scheduling.py)
 DURATIONS_KEY = pytest.StashKey[dict[str, float]]()
 # the expected failures per (target, model), applied to the collected tests
@@ -140,6 +142,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "(compile or agreement), used to apply expected failures")
     config.addinivalue_line("markers", "slow: a model or test that takes long under emulation")
     config.addinivalue_line("markers", f"{KERNELS_MARK}: parametrize over the kernel suite's cells (--rvv-kernels)")
+    config.addinivalue_line("markers", f"{ONE_PATH_MARK}: a kernel peer test, once per row x shape (the peer "
+                                       "runs no IREE path)")
     config.addinivalue_line("markers", f"{PEERS_MARK}: parametrize over models x riscv64 targets beside a peer "
                                        "(--rvv-peers); not generated without it")
     config.addinivalue_line("markers", "rvv_archs(*archs): parametrize only over targets of these "
@@ -321,8 +325,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines.append(f"rvv: kernel suite: {len(cells)} cells (" + ", ".join(dict.fromkeys(c.row for c in cells)) + ")"
                  if cells else "rvv: kernel suite (suites/kernels/): not selected; --rvv-kernels=ci (iree issue "
                  "24932's shapes, every row and path), decode, llm or all runs it")
-    if settings.peers:
-        lines.append(f"rvv: peers: {', '.join(settings.peers)} beside each riscv64 target (suites/peers/)")
+    lines += [_peer_line(name, settings, cells) for name in settings.peers]
     if settings.shard is not None:
         durations = config.stash[DURATIONS_KEY]
         lines.append(shards.header(settings.shard, config.rootpath / shards.DURATIONS_FILE, durations))
@@ -403,15 +406,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     if metafunc.definition.get_closest_marker(KERNELS_MARK) is not None:  # suites/kernels: the kernel cells
         cells = settings.kernels.cells if settings.kernels else ()
+        if "rvv_peer" in metafunc.fixturenames:  # beside each kernel peer of --rvv-peers that serves the cell
+            if metafunc.definition.get_closest_marker(ONE_PATH_MARK) is not None:  # the peer runs no IREE path
+                cells = tuple({(c.row, c.shape.name): c for c in reversed(cells)}.values())[::-1]
+            metafunc.parametrize(("rvv_model", "rvv_target", "rvv_peer_name"),
+                                 [pytest.param(c.model, c.target, name, id=f"{c.id}-{name}")
+                                  for c in cells for name in _peers(settings, "kernels")
+                                  if PEERS[name].serves(c.model, c.target) is None])
+            return
         metafunc.parametrize(("rvv_model", "rvv_target"), [(c.model, c.target) for c in cells],
                              ids=[c.id for c in cells])
         return
     if metafunc.definition.get_closest_marker(PEERS_MARK) is not None:  # suites/peers: only with --rvv-peers
-        targets = [t for t in settings.targets if t.arch == "riscv64" and t.is_emulated] if settings.peers else []
-        metafunc.parametrize(("rvv_model", "rvv_target"),
-                             [pytest.param(m, t, id=f"{m.name}-{t.name}",
+        targets = [t for t in settings.targets if t.arch == "riscv64" and t.is_emulated]
+        # ONNX Runtime's ids predate other peers (its snapshots are named by them): only others' carry their name
+        metafunc.parametrize(("rvv_model", "rvv_target", "rvv_peer_name"),
+                             [pytest.param(m, t, name, id=f"{m.name}-{t.name}"
+                                           + ("" if name == ONNXRUNTIME else f"-{name}"),
                                            marks=[getattr(pytest.mark, mark) for mark in m.marks])
-                              for m in settings.models for t in targets])
+                              for name in _peers(settings, "models") for m in settings.models for t in targets
+                              if PEERS[name].serves(m, t) is None])
         return
     if "rvv_model" in metafunc.fixturenames:
         metafunc.parametrize(
@@ -428,6 +442,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         archs = metafunc.definition.get_closest_marker("rvv_archs")
         targets = [t for t in settings.targets if archs is None or t.arch in archs.args]
         metafunc.parametrize("rvv_target", targets, ids=[t.name for t in targets])
+
+
+def _peer_line(name: str, settings: Settings, cells: tuple[KernelCell, ...]) -> str:
+    """Where a peer of --rvv-peers runs, and why not on the cells it does not serve (one line)."""
+    peer = PEERS[name]
+    if peer.suite == "models":
+        return f"rvv: peers: {name} beside each model x riscv64 target (suites/peers/)"
+    if not cells:
+        return f"rvv: peers: {name} runs beside kernel cells, and none is selected: add --rvv-kernels=ci (for one)"
+    refused = {why for c in cells if (why := peer.serves(c.model, c.target)) is not None}
+    served = sum(1 for c in cells if peer.serves(c.model, c.target) is None)
+    return (f"rvv: peers: {name} beside {served} of {len(cells)} kernel cells (suites/kernels/)"
+            + (f"; not the others: {'; '.join(sorted(refused))}" if refused else ""))
+
+
+def _peers(settings: Settings, suite: str) -> list[str]:
+    """The peers of --rvv-peers generated for ``suite`` (``models``: suites/peers, ``kernels``: suites/kernels)."""
+    return [name for name in settings.peers if PEERS[name].suite == suite]
 
 
 def _kernel_cell(item: pytest.Item) -> bool:

@@ -131,11 +131,11 @@ setup_runtime() {
 }
 
 setup_peers() {
-    # Exit 3: ONNX Runtime's riscv64 packages could not be fetched (the line above says why); go on.
+    # Exit 3: a peer's riscv64 packages could not be fetched (the line above says why); go on.
     local rc=0
-    "$VENV/bin/python" -m pytest_rvv.run.ort_harness || rc=$?
+    "$VENV/bin/python" -m pytest_rvv.run.peer || rc=$?
     if [ "$rc" -eq 3 ]; then
-        log "no ONNX Runtime peer for riscv64 (see the line above): peer tests will skip until 'bash scripts/setup.sh peers' succeeds"
+        log "a peer for riscv64 is missing (see the line above): its tests will skip until 'bash scripts/setup.sh peers' succeeds"
     elif [ "$rc" -ne 0 ]; then
         exit "$rc"
     fi

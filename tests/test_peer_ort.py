@@ -146,13 +146,16 @@ def test_without_network_it_is_one_line_and_nothing_is_left(tmp_path: Path,
     assert [p.name for p in tools.iterdir() if not p.name.endswith(".lock")] == []
 
 
-def test_the_setup_step_says_one_line_and_exits_3_without_network(tmp_path: Path) -> None:
+def test_the_setup_step_says_one_line_per_peer_and_exits_3_without_network(tmp_path: Path) -> None:
+    """scripts/setup.sh's ``peers`` step prepares every peer plug-in: without network one line each, exit 3."""
     env = {**os.environ, MIRROR_ENV: UNREACHABLE, "PYTEST_RVV_TOOLS_DIR": str(tmp_path / "tools")}
-    proc = subprocess.run([sys.executable, "-m", "pytest_rvv.run.ort_harness"], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "pytest_rvv.run.peer"], env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 3
-    assert len(proc.stderr.strip().splitlines()) == 1
-    assert proc.stderr.startswith("[peers] ONNX Runtime's riscv64 build could not be fetched")
+    lines = proc.stderr.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["[peers] onnxruntime", "[peers] openblas"]
+    assert lines[0].startswith("[peers] onnxruntime: ONNX Runtime's riscv64 build could not be fetched")
+    assert lines[1].startswith("[peers] openblas: OpenBLAS's riscv64 build could not be fetched")
 
 
 # the harness

@@ -107,9 +107,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("kernels", "the kernel suite's selection (suites/kernels/): ci (iree issue 24932's shapes, every row and "
            "path), decode, llm, all, or shape and row names (256x256x256,f32); default: none, the kernel suite is "
            "deselected", env="PYTEST_RVV_KERNELS", table_key="default-kernels", metavar="SELECTION"),
-    Option("peers", "run each model x riscv64 target on a peer too, side by side with IREE (suites/peers/): "
-           "onnxruntime (Debian 13's riscv64 ONNX Runtime under the same QEMU; bash scripts/setup.sh peers fetches "
-           "it); default: none, the peer suite is deselected", env="PYTEST_RVV_PEERS", metavar="PEER"),
+    Option("peers", "run peers beside IREE on the same QEMU CPU, comma-separated or all: onnxruntime (Debian 13's "
+           "riscv64 ONNX Runtime, each model x riscv64 target: suites/peers/), openblas (Debian 13's OpenBLAS, its "
+           "RVV sgemm on the kernel suite's f32 cells: suites/kernels/ with --rvv-kernels); bash scripts/setup.sh "
+           "peers fetches them; default: none, the peer tests are deselected", env="PYTEST_RVV_PEERS",
+           metavar="PEER"),
     Option("wall-time", "estimate memory traffic per dispatch and one call's wall time at 1 and N threads on a "
            "silicon core for every riscv64 model cell too (the kernel suite always does, on spacemit-x60 at 1 and 8): "
            "CORE[:THREADS], e.g. x60 or x60:1,4,8; costs one traced run and one local-task run per thread count and "
@@ -293,11 +295,11 @@ class Settings:
         )
 
 
-PEERS = ("onnxruntime",)  # run/peer.py's peers
+PEERS = ("onnxruntime", "openblas")  # run/peer.py PEERS' names (a spec holds the two equal)
 
 
 def _peers(value: Any) -> tuple[str, ...]:
-    """--rvv-peers: ``onnxruntime`` (or ``all``); empty: none."""
+    """--rvv-peers: ``onnxruntime``, ``openblas`` (or ``all``); empty: none."""
     names = [n.strip() for n in str(value or "").split(",") if n.strip()]
     if names == ["all"]:
         return PEERS

@@ -1,10 +1,11 @@
-"""Verdicts on a cell's peer (suites/peers/): a model the peer refuses, and a change in the peer's work.
+"""Verdicts on a cell's peer (suites/peers/, suites/kernels/): a cell the peer refuses, and a change in its work.
 
-The peer (ONNX Runtime's riscv64 build, run/peer.py) is a fixed point: its work per call on a model and target is
-recorded as a snapshot (``__snapshots__/test_peers/...json``) and a run whose work differs fails, naming what
-changed (a new Debian package, QEMU, the harness). A model the peer refuses (an operator it lacks, a model it
-rejects: ONNX Runtime said why) is an expected failure with that one line: a fact about the peer, not a defect
-here, and the IREE side, tested elsewhere, is unaffected. A crash of the harness under QEMU is not: it fails.
+A peer (run/peer.py PEERS: ONNX Runtime's riscv64 build, OpenBLAS) is a fixed point: its work per call on a model
+and target is recorded as a snapshot (``__snapshots__/test_peers/...json``, ``test_kernels/...-openblas].json``) and
+a run whose work differs fails, naming what changed (a new Debian package, QEMU, the harness). A model the peer
+refuses (an operator it lacks, a model it rejects: the peer said why) is an expected failure with that one line: a
+fact about the peer, not a defect here, and the IREE side, tested elsewhere, is unaffected. A crash of the harness
+under QEMU is not: it fails.
 """
 
 from __future__ import annotations

@@ -1,18 +1,19 @@
-"""A cell beside its peer: IREE's and ONNX Runtime's executed work per call on the same model, inputs and QEMU CPU.
+"""A cell beside a peer: IREE's and the peer's executed work per call on the same model, inputs and QEMU CPU.
 
 Per call means the same on both sides: the work one more call adds, the one-time work left out. IREE's is
 ``executed_per_call_instructions`` (measure/metrics.py): its dispatches' instructions in the counted run less the
-module load's (measure/executed.py). ONNX Runtime's is a counted run of two calls in one session less a run of one
-call (run/peer.py): session creation (loading, optimizing and planning the model) is in both and cancels. ONNX Runtime's
-count is every instruction its process executes (its kernels and its framework around them, libc, libstdc++...),
-attributed to the library whose code holds each executed block; IREE's is its dispatch code only (the runtime's own
-code around the dispatches is not exactly repeatable from run to run and is left out, as in every IREE count here).
+module load's (measure/executed.py). A peer's (run/peer.py PEERS: ONNX Runtime, OpenBLAS) is a counted run of two
+calls in one process less a run of one call (run/peer.py): loading the library and creating the session are in both
+and cancel. A peer's count is every instruction its process executes (its kernels and its framework around them,
+libc, libstdc++...), attributed to the library whose code holds each executed block; IREE's is its dispatch code only
+(the runtime's own code around the dispatches is not exactly repeatable from run to run and is left out, as in every
+IREE count here).
 
 Estimated cycles on CORE use measure/silicon.py's method on both sides: llvm-mca's steady-state cycles of each
 executed block times its executions. IREE's are the performance suite's (its dispatch code, the load's left out);
-ONNX Runtime's are the blocks a second call executes, disassembled from the sysroot's own files (stripped, so no
+a peer's are the blocks a second call executes, disassembled from the sysroot's own files (stripped, so no
 function names, but the bytes are there: a block's instructions start at its address less the library's load
-address, from the guest's maps) with no vector type (its code is scalar).
+address, from the guest's maps), a vector block with the type of the vsetvli before it in address order.
 """
 
 from __future__ import annotations
@@ -35,12 +36,20 @@ from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.counts import PAGE, parse
 from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, objdump_for
 from pytest_rvv.measure.executed import measure_executed, measure_one_time
-from pytest_rvv.measure.silicon import BlockCode, block_cycles, estimate_once, find_mca, mca_line, mca_version
+from pytest_rvv.measure.silicon import (
+    BlockCode,
+    block_cycles,
+    estimate_once,
+    find_mca,
+    mca_line,
+    mca_version,
+    next_vtype,
+)
 from pytest_rvv.measure.static import share
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.onnxruntime import reference_level
 from pytest_rvv.run.ort_harness import ORACLE_LEVELS
-from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRunner, PeerRuns, RecordedPeerRun
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, AnyPeerRunner, PeerRuns, RecordedPeerRun
 from pytest_rvv.session import Cell, Oracle
 from pytest_rvv.toolchain.peer_ort import MARKER, PeerSysroot
 
@@ -116,6 +125,8 @@ class PeerComparison:
     peer: PeerWork
     toolchain: str = ""
     notes: list[str] = field(default_factory=list)
+    peer_name: str = "onnxruntime"  # the plug-in (run/peer.py PEERS)
+    library: str = "libonnxruntime"  # the file-name prefix of the peer's own code
 
     @property
     def ratio(self) -> float | None:
@@ -132,19 +143,21 @@ class PeerComparison:
     def row(self) -> dict[str, Any]:
         """The table's row (the test's record, results.json's ``peers``)."""
         return {"model": self.model, "target": self.target, "toolchain": self.toolchain, "peer": self.peer.peer,
+                "peer_name": self.peer_name,
                 "iree": {"per_call_instructions": self.iree.per_call, "vector_share_percent": self.iree.vector_share,
                          "est_ms": None if self.iree.est_ms is None else round(self.iree.est_ms, 3), "core": CORE,
                          "top_dispatches": [{"dispatch": k, "instructions": n, "share_percent": share(n,
                                                                                                     self.iree.per_call)}
                                             for k, n in self.iree.top()],
                          "pack_share_percent": self.iree.pack_share},
-                "onnxruntime": {"per_call_instructions": self.peer.per_call, "session_instructions": self.peer.session,
+                "peer_work": {"per_call_instructions": self.peer.per_call, "session_instructions": self.peer.session,
                                 "vector_share_percent": self.peer.vector_share,
                                 "est_ms": None if self.peer.estimate is None else round(self.peer.estimate.ms, 3),
                                 "est_covered_percent": None if self.peer.estimate is None
                                 else self.peer.estimate.covered_percent,
                                 "libraries": dict(sorted(self.peer.libraries.items(), key=lambda kv: -kv[1])),
-                                "libonnxruntime_share_percent": self.peer.library_share("libonnxruntime"),
+                                "library": self.library,
+                                "library_share_percent": self.peer.library_share(self.library),
                                 "peak_rss_kb": self.peer.rss_kb,
                                 "max_abs_error": self.peer.checked.agreement.max_abs},
                 "ratio": None if self.ratio is None else round(self.ratio, 4),
@@ -164,7 +177,7 @@ def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
     return libraries, vector
 
 
-def measure_peer(model: Model, oracle: Oracle, runner: PeerRunner, runs: PeerRuns,
+def measure_peer(model: Model, oracle: Oracle, runner: AnyPeerRunner, runs: PeerRuns,
                  estimated: bool = False) -> PeerWork:
     """The peer on the model's prepared file and seeded inputs (the oracle's, as IREE's cell): agreement (one call),
     per-call work (two calls less one), peak RSS, and with ``estimated`` its est. cycles per call on CORE. Needs
@@ -231,9 +244,12 @@ def _exec_segment_vaddr(elf: Path) -> int:
     raise RvvError(f"{elf}: no executable segment")
 
 
-def _block_codes(elf: Path, starts: dict[int, int]) -> dict[int, tuple[str, ...]]:
+def _block_codes(elf: Path, starts: dict[int, int]) -> dict[int, BlockCode]:
     """Each block's instructions as llvm-mca reads them, by its first instruction's address in ``elf`` (``starts``:
-    address -> instructions), from one objdump of the file; a block objdump does not start there is left out."""
+    address -> instructions), from one objdump of the file; a block objdump does not start there is left out.
+
+    A block with vector instructions carries the (SEW, LMUL) of the nearest vsetvli before it in address order (the
+    files are stripped: no function bounds; a vectorized loop sets its type in its own block, where this matters)."""
     proc = subprocess.run([str(objdump_for(RISCV64)), "-d", "--no-show-raw-insn", str(elf)], capture_output=True,
                           text=True, timeout=600)
     if proc.returncode != 0:
@@ -241,22 +257,29 @@ def _block_codes(elf: Path, starts: dict[int, int]) -> dict[int, tuple[str, ...]
     windows = sorted((start, start + 4 * n) for start, n in starts.items())
     lows = [low for low, _ in windows]
     decoded: dict[int, Instruction] = {}
+    vtypes: dict[int, tuple[str, str]] = {}  # in force at each decoded instruction
+    vtype = ("", "")
     for line in proc.stdout.splitlines():
         match = _OBJDUMP_LINE.match(line)
         if not match or match.group(2).startswith("."):
             continue
         address = int(match.group(1), 16)
+        operands = (match.group(3) or "").split("#")[0].split("<")[0].strip()
         i = bisect.bisect_right(lows, address) - 1
         if i >= 0 and address < max(high for _, high in windows[max(0, i - 8):i + 1]):
-            operands = (match.group(3) or "").split("#")[0].split("<")[0].strip()
             decoded[address] = Instruction(address, match.group(2), operands, OUTSIDE)
+            vtypes[address] = vtype
+        if match.group(2).startswith("vset"):
+            vtype = next_vtype(vtype, Instruction(address, match.group(2), operands, OUTSIDE))
     addresses = sorted(decoded)
     codes = {}
     for start, n in starts.items():
         at = bisect.bisect_left(addresses, start)
         if at < len(addresses) and addresses[at] == start and len(addresses[at:at + n]) == n:
-            codes[start] = tuple(mca_line(decoded[a]) for a in addresses[at:at + n]
-                                 if not decoded[a].mnemonic.startswith(_UNSCHEDULED))
+            body = [decoded[a] for a in addresses[at:at + n]]
+            lines = tuple(mca_line(insn) for insn in body if not insn.mnemonic.startswith(_UNSCHEDULED))
+            vector = any(insn.mnemonic.startswith("v") for insn in body)
+            codes[start] = BlockCode(lines, *(vtypes[start] if vector else ("", "")))
     return codes
 
 
@@ -264,7 +287,7 @@ def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, sysroot: PeerSysro
                   store: Store) -> PeerEstimate | None:
     """Est. cycles of one call on CORE: llvm-mca's steady-state cycles of every block the second call executes
     (execs in the two-call run less the one-call run), from the sysroot's own files (stripped: no function names,
-    but the bytes are there; ONNX Runtime's code is scalar, so no vector type is needed). None without llvm-mca."""
+    but the bytes are there; a vector block gets the type of the vsetvli before it). None without llvm-mca."""
     core = CORES[CORE]
     if one.counts is None or two.counts is None or not core.ghz:
         return None
@@ -272,7 +295,7 @@ def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, sysroot: PeerSysro
         mca = find_mca()
     except ToolMissing:
         return None
-    key = digest(["peer-estimate-v1", content_sha(one.counts), content_sha(two.counts), json.dumps(one.code),
+    key = digest(["peer-estimate-v2", content_sha(one.counts), content_sha(two.counts), json.dumps(one.code),
                   json.dumps(two.code), content_sha(sysroot.path / MARKER), content_sha(harness), core.name,
                   mca_version(mca), _SOURCE])
 
@@ -302,9 +325,8 @@ def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, sysroot: PeerSysro
             starts = {offset + base_vaddr: n for (lib, offset, n), d in delta.items() if lib == name and d}
             found = _block_codes(elf.resolve(), starts)
             for (lib, offset, n), d in delta.items():
-                lines = found.get(offset + base_vaddr) if lib == name and d else None
-                if lines:
-                    code = BlockCode(lines)
+                code = found.get(offset + base_vaddr) if lib == name and d else None
+                if code is not None and code.lines:
                     codes[code] = codes.get(code, 0) + d
                     covered += n * d
         cycles, _, _ = block_cycles(list(codes), core, store)

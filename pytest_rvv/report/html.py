@@ -36,7 +36,16 @@ from pytest_rvv.report.estimator import estimator_table
 from pytest_rvv.report.history import HISTORY_DIR, history
 from pytest_rvv.report.history_page import change_lines
 from pytest_rvv.report.peers import NOTE as PEERS_NOTE
-from pytest_rvv.report.peers import STUDIES_NOTE, moved_lines, peers_table, studies, studies_lines, studies_table
+from pytest_rvv.report.peers import (
+    STUDIES_NOTE,
+    gap_table,
+    gaps,
+    moved_lines,
+    peers_table,
+    studies,
+    studies_lines,
+    studies_table,
+)
 from pytest_rvv.report.performance import (
     against_rv64gc,
     emulated_speedup_figure,
@@ -263,6 +272,7 @@ class RunReport:
             compared_class=COMPARED_CLASS, estimator=[[c.strip() for c in line.strip("|").split("|")]
                                                       for line in estimator_table(sections.estimator)],
             peers=[[c.strip() for c in line.strip("|").split("|")] for line in peers_table(sections.peers)],
+            peers_gap=[[c.strip() for c in line.strip("|").split("|")] for line in gap_table(gaps(sections.peers))],
             peers_note=PEERS_NOTE, peers_moved=moved_lines(sections.peers, sections.comparisons),
             peers_published=[[c.strip() for c in line.strip("|").split("|")]
                              for line in studies_table(studies(sections.peers))], studies_note=STUDIES_NOTE,

@@ -1,11 +1,12 @@
-"""The peers table: per model x riscv64 target, IREE beside its peer (ONNX Runtime's riscv64 build, run/peer.py).
+"""The peers tables: per model (or kernel) x riscv64 target, IREE beside a peer (run/peer.py PEERS: ONNX Runtime's
+riscv64 build on the models, OpenBLAS on the kernel suite's f32 matmuls).
 
-Each row is what suites/peers/ left on its test's record (measure/peers.py ``PeerComparison.row``): executed
-instructions per call on both sides, est. X60 ms per call on both sides (measure/peers.py),
-vector shares, the ratio IREE / ONNX Runtime, and IREE's dispatches that make the difference. In an A/B
-(``--rvv-compare`` with the toolchain comparisons run too) the peer is a fixed point: a line per cell says where IREE
-moved relative to it. ``PUBLISHED`` holds the studies' measured IREE / ONNX Runtime ratios on silicon (iree issue
-24772), set beside ours with what differs (``studies``).
+Each row is what a peer test left on its record (measure/peers.py ``PeerComparison.row``): executed instructions per
+call on both sides, est. X60 ms per call on both sides (measure/peers.py), vector shares, the ratio IREE / peer, and
+IREE's dispatches that make the difference. The gap table leads: per model, IREE's best path (its fastest target by
+est. X60 ms) beside the fastest peer. In an A/B (``--rvv-compare`` with the toolchain comparisons run too) each peer is
+a fixed point: a line per cell says where IREE moved relative to it. ``PUBLISHED`` holds the studies' measured IREE /
+ONNX Runtime ratios on silicon (iree issue 24772), set beside ours with what differs (``studies``).
 """
 
 from __future__ import annotations
@@ -17,15 +18,36 @@ from typing import Any
 
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.run.peer import ONNXRUNTIME, PEERS
 
-TITLE = "rvv peers: IREE beside ONNX Runtime on the same QEMU CPU (work per call)"
-NOTE = ("per call: IREE's dispatch instructions of a call (the module load's left out); ONNX Runtime's every "
-        "instruction two calls in one session execute less one call's (session creation left out), its framework "
+TITLE = "rvv peers: IREE beside its peers on the same QEMU CPU (work per call)"
+NOTE = ("per call: IREE's dispatch instructions of a call (the module load's left out); a peer's every instruction "
+        "two calls in one process execute less one call's (loading and session creation left out), its framework "
         "and libc included; est. ms: llvm-mca's cycles per executed block on the modelled core at its clock, the "
-        "same method on both sides (ONNX Runtime's blocks disassembled from its stripped library by address)")
-HEADER = ["Model", "Target", "IREE per call (M)", "ONNX Runtime per call (M)", "IREE / ORT", "IREE est. X60 ms",
-          "ORT est. X60 ms", "IREE / ORT est.", "IREE vector %", "ORT vector %", "ORT in libonnxruntime %",
+        "same method on both sides (a peer's blocks disassembled from its stripped library by address)")
+HEADER = ["Model", "Target", "Peer", "IREE per call (M)", "Peer per call (M)", "IREE / peer", "IREE est. X60 ms",
+          "Peer est. X60 ms", "IREE / peer est.", "IREE vector %", "Peer vector %", "Peer in its library %",
           "IREE pack/unpack %", "IREE's top dispatches (share of its work)"]
+GAP_TITLE = "rvv peers: the gap, per model: IREE's best path beside the fastest peer (est. X60 ms per call)"
+GAP_HEADER = ["Model", "IREE's best path", "IREE est. X60 ms", "IREE per call (M)", "Fastest peer",
+              "Peer est. X60 ms", "Peer per call (M)", "IREE / fastest peer"]
+NEAR = 1.2  # "within 1.2x of the fastest peer" in the summary line
+
+
+def peer_of(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's peer side (``peer_work``; results.json files written before peers were plug-ins call it
+    ``onnxruntime``)."""
+    return row.get("peer_work") or row["onnxruntime"]
+
+
+def peer_name(row: dict[str, Any]) -> str:
+    return str(row.get("peer_name") or ONNXRUNTIME)
+
+
+def peer_title(row: dict[str, Any]) -> str:
+    """The peer's name as people write it: ``ONNX Runtime``, ``OpenBLAS``."""
+    found = PEERS.get(peer_name(row))
+    return found.title if found is not None else peer_name(row)
 
 
 @dataclass(frozen=True)
@@ -85,7 +107,7 @@ def studies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     differs (results.json's ``peers_published``)."""
     entries = []
     for p in PUBLISHED:
-        ours = [r for r in ordered(rows) if r["model"] == p.model]
+        ours = [r for r in ordered(rows) if r["model"] == p.model and peer_name(r) == "onnxruntime"]
         if not ours:
             continue
         entries.append({"model": p.model, "source": p.source, "measured": p.measured, "iree_ms": p.iree_ms,
@@ -132,7 +154,11 @@ class PeersCollector:
     def pytest_runtest_logreport(self, report: Any) -> None:
         row = Record.of(report).peers
         if row is not None and report.when == "call":
-            self.rows = [r for r in self.rows if (r["model"], r["target"]) != (row["model"], row["target"])] + [row]
+            self.rows = [r for r in self.rows if _key(r) != _key(row)] + [row]
+
+
+def _key(row: dict[str, Any]) -> tuple[str, str, str]:
+    return row["model"], row["target"], peer_name(row)
 
 
 def _m(n: int | None) -> str:
@@ -144,7 +170,7 @@ def _top(row: dict[str, Any]) -> str:
 
 
 def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(rows, key=lambda r: (r["model"], r["target"]))
+    return sorted(rows, key=_key)
 
 
 def peers_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -153,40 +179,101 @@ def peers_table(rows: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for r in ordered(rows):
-        iree, ort = r["iree"], r["onnxruntime"]
-        cells = [r["model"], r["target"], _m(iree["per_call_instructions"]), _m(ort["per_call_instructions"]),
-                 "-" if r["ratio"] is None else f"{r['ratio']:.2f}x",
+        iree, peer = r["iree"], peer_of(r)
+        own = peer.get("library_share_percent", peer.get("libonnxruntime_share_percent"))
+        cells = [r["model"], r["target"], peer_name(r), _m(iree["per_call_instructions"]),
+                 _m(peer["per_call_instructions"]), "-" if r["ratio"] is None else f"{r['ratio']:.2f}x",
                  "-" if iree["est_ms"] is None else f"{iree['est_ms']:.2f}",
-                 "-" if ort.get("est_ms") is None else f"{ort['est_ms']:.2f}",
+                 "-" if peer.get("est_ms") is None else f"{peer['est_ms']:.2f}",
                  "-" if r.get("est_ratio") is None else f"{r['est_ratio']:.2f}x",
-                 f"{iree['vector_share_percent']:.1f}", f"{ort['vector_share_percent']:.1f}",
-                 f"{ort['libonnxruntime_share_percent']:.4g}", f"{iree['pack_share_percent']:.1f}", _top(r)]
+                 f"{iree['vector_share_percent']:.1f}", f"{peer['vector_share_percent']:.1f}",
+                 "-" if own is None else f"{own:.4g}", f"{iree['pack_share_percent']:.1f}", _top(r)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
+def _speed(side: dict[str, Any]) -> tuple[float, float]:
+    """How a side ranks: est. X60 ms first (what silicon would take), work per call when there is no estimate."""
+    est = side.get("est_ms")
+    return (float("inf") if est is None else float(est), float(side["per_call_instructions"]))
+
+
+def gaps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model: IREE's best row (its fastest target, est. X60 ms) beside the fastest peer row, and IREE / peer.
+
+    Every target of a model runs on the same modelled core (the X60 has RVV 1.0 at VLEN 256), so the best of IREE's
+    paths (rv64gc, RVV, mmt4d...) is held against the best any peer does on that core (results.json's
+    ``peers_gap``)."""
+    entries = []
+    for model in sorted({r["model"] for r in rows}):
+        mine = [r for r in rows if r["model"] == model]
+        best = min(mine, key=lambda r: _speed(r["iree"]))
+        fastest = min(mine, key=lambda r: _speed(peer_of(r)))
+        iree, peer = best["iree"], peer_of(fastest)
+        est = (iree["est_ms"] / peer["est_ms"] if iree.get("est_ms") is not None and peer.get("est_ms") else None)
+        work = (iree["per_call_instructions"] / peer["per_call_instructions"]
+                if peer["per_call_instructions"] else None)
+        entries.append({"model": model, "iree_target": best["target"], "iree_est_ms": iree.get("est_ms"),
+                        "iree_per_call_instructions": iree["per_call_instructions"], "peer": peer_name(fastest),
+                        "peer_title": peer_title(fastest),
+                        "peer_target": fastest["target"], "peer_est_ms": peer.get("est_ms"),
+                        "peer_per_call_instructions": peer["per_call_instructions"],
+                        "est_ratio": None if est is None else round(est, 4),
+                        "work_ratio": None if work is None else round(work, 4)})
+    return entries
+
+
+def gap_table(entries: list[dict[str, Any]]) -> list[str]:
+    """The gap table as Markdown lines."""
+    if not entries:
+        return []
+    lines = ["| " + " | ".join(GAP_HEADER) + " |", "|" + "---|" * len(GAP_HEADER)]
+    for e in entries:
+        ratio = _x(e["est_ratio"]) if e["est_ratio"] is not None else f"{_x(e['work_ratio'])} (work)"
+        lines.append(f"| {e['model']} | {e['iree_target']} | {_ms(e['iree_est_ms'])} | "
+                     f"{_m(e['iree_per_call_instructions'])} | {e['peer_title']} ({e['peer_target']}) | "
+                     f"{_ms(e['peer_est_ms'])} | {_m(e['peer_per_call_instructions'])} | {ratio} |")
+    return lines
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def peers_summary(rows: list[dict[str, Any]], verbose: bool) -> str:
-    """One line: how many cells, the peer, and the range of IREE / ONNX Runtime."""
-    ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
-    span = (f"IREE executes {min(ratios):.2f}x" + (f"-{max(ratios):.2f}x" if max(ratios) != min(ratios) else "")
-            + " of its work per call") if ratios else "no ratio"
+    """One line: how many cells beside which peers, on how many models IREE's best path is within NEAR of the fastest
+    peer, and the model furthest behind (or, when IREE leads everywhere, the closest)."""
+    entries = gaps(rows)
     cells = len({(r["model"], r["target"]) for r in rows})
-    return (f"peers: {cells} model x target cell{'s' if cells != 1 else ''} beside {rows[0]['peer']}: {span}"
-            + (" (the table above)" if verbose else " (-v prints the table)"))
+    names = ", ".join(sorted({r["peer"].split(" (")[0] for r in rows}))
+    ratios = [(x, e) for e in entries if (x := e["est_ratio"] if e["est_ratio"] is not None else e["work_ratio"])
+              is not None]
+    if ratios:
+        near = sum(1 for x, _ in ratios if x <= NEAR)
+        x, far = max(ratios, key=lambda pair: pair[0])
+        which = "furthest behind" if x > 1 else "IREE ahead on every one; closest"
+        span = (f"IREE's best path within {NEAR:g}x of the fastest peer on {near} of {len(ratios)} model"
+                f"{'s' if len(ratios) != 1 else ''}; {which}: {far['model']} on {far['iree_target']}, {x:.2f}x "
+                f"{far['peer_title']}" + (" (est. X60 ms)" if far["est_ratio"] is not None else " (work per call)"))
+    else:
+        span = "no ratio"
+    return (f"peers: {cells} model x target cell{'s' if cells != 1 else ''} beside {names}: {span}"
+            + (" (the tables above)" if verbose else " (-v prints the tables)"))
 
 
 def moved_lines(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[str]:
-    """In an A/B, the peer as a fixed point: "IREE moved from 0.42x to 0.51x of ONNX Runtime's work on M at T"."""
-    peer = {(r["model"], r["target"]): r["onnxruntime"]["per_call_instructions"] for r in rows}
+    """In an A/B, each peer as a fixed point: "IREE moved from 0.42x to 0.51x of ONNX Runtime's work on M at T"."""
     lines = []
     for c in sorted(comparisons, key=lambda c: (c["model"], c["target"])):
         executed = (c.get("per_call") or {}).get("executed")
-        ort = peer.get((c["model"], c["target"]))
-        if executed and ort and None not in executed:
-            before, now = executed[0] / ort, executed[1] / ort
-            digits = 2 if f"{before:.2f}" != f"{now:.2f}" else 4  # a move too small for two decimals still shows
-            lines.append(f"IREE moved from {before:.{digits}f}x to {now:.{digits}f}x of ONNX Runtime's work on "
-                         f"{c['model']} at {c['target']} ({_release(c['reference'])} -> {_release(c['under_test'])})")
+        for r in ordered([r for r in rows if (r["model"], r["target"]) == (c["model"], c["target"])]):
+            work = peer_of(r)["per_call_instructions"]
+            if executed and work and None not in executed:
+                before, now = executed[0] / work, executed[1] / work
+                digits = 2 if f"{before:.2f}" != f"{now:.2f}" else 4  # a move too small for two decimals still shows
+                lines.append(f"IREE moved from {before:.{digits}f}x to {now:.{digits}f}x of {peer_title(r)}'s work on "
+                             f"{c['model']} at {c['target']} ({_release(c['reference'])} -> "
+                             f"{_release(c['under_test'])})")
     return lines
 
 
@@ -203,7 +290,8 @@ def peers_markdown(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]
     moved = moved_lines(rows, comparisons)
     entries = studies(rows)
     published = [*studies_table(entries), "", STUDIES_NOTE + ".", "", *(f"- {line}" for line in studies_lines(entries))]
-    return "\n".join(["", "## IREE beside ONNX Runtime (peers)", "", *peers_table(rows), "", NOTE + ".",
+    return "\n".join(["", "## IREE beside its peers", "", "### The gap: IREE's best path beside the fastest peer", "",
+                      *gap_table(gaps(rows)), "", "### Every cell", "", *peers_table(rows), "", NOTE + ".",
                       *([""] + [f"- {line}" for line in moved] if moved else []),
                       *(["", "### Beside the studies (measured on silicon)", "", *published] if entries else []),
                       ""])

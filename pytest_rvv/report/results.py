@@ -18,8 +18,10 @@
                                              "share_percent", "reason"}]}}],
                                                                 # cells with an est. wall time (Table 1's columns)
                                                                 # or an estimate LLVM's model is known to get wrong
-     "peers": [{"model", "target", "toolchain", "peer", "iree": {...}, "onnxruntime": {...}, "ratio",
-                "notes"}],                                      # --rvv-peers: IREE beside ONNX Runtime, per call
+     "peers": [{"model", "target", "toolchain", "peer", "peer_name", "iree": {...}, "peer_work": {...}, "ratio",
+                "notes"}],                                      # --rvv-peers: IREE beside each peer, per call
+     "peers_gap": [{"model", "iree_target", "iree_est_ms", "peer", "peer_target", "peer_est_ms", "est_ratio",
+                    "work_ratio", ...}],                        # per model, IREE's best path beside the fastest peer
      "peers_published": [{"model", "source", "measured", "iree_ms", "onnxruntime_ms", "measured_ratio", "ours",
                           "differs"}],                          # and a study's measured ratio beside ours
      "dispatch_tables": [{"model", "target", "dispatches": [{"name", "instructions", "vector", "spilled_registers",
@@ -47,7 +49,7 @@ from pytest_rvv.measure.dispatch_table import DispatchTable
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.report.kernels import calibration
-from pytest_rvv.report.peers import studies
+from pytest_rvv.report.peers import gaps, ordered, studies
 
 SCHEMA = "pytest-rvv-results/1"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with any JSON Schema 2020-12 validator
@@ -97,7 +99,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
     if estimator:  # the silicon estimator against published instruction timings (suites/performance/test_estimator.py)
         document["estimator"] = estimator
     if peers:  # cells beside their peer (--rvv-peers: suites/peers/, report/peers.py)
-        document["peers"] = sorted(peers, key=lambda r: (r["model"], r["target"]))
+        document["peers"] = ordered(peers)
+        document["peers_gap"] = gaps(peers)  # per model, IREE's best path beside the fastest peer
         if published := studies(peers):  # the studies' measured ratios beside ours (report/peers.py PUBLISHED)
             document["peers_published"] = published
     if dispatch_tables:  # per dispatch, what the history over toolchain versions draws (report/history.py)

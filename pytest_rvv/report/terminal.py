@@ -18,7 +18,10 @@ from pytest_rvv.judge.recorder import UNCHANGED
 from pytest_rvv.report.agreement import agreement_grid, agreement_line
 from pytest_rvv.report.estimator import estimator_summary, estimator_table
 from pytest_rvv.report.peers import (
+    GAP_TITLE,
     STUDIES_TITLE,
+    gap_table,
+    gaps,
     moved_lines,
     peers_summary,
     peers_table,
@@ -63,6 +66,7 @@ def tables(s: Sections) -> list[Block]:
     if s.kernels:
         blocks.append(("rvv kernel dashboard", kernel_lines(s.kernels)))
     if s.peers:
+        blocks.append((GAP_TITLE, gap_table(gaps(s.peers))))
         blocks.append((PEERS_TITLE, peers_table(s.peers)))
         published = studies(s.peers)
         blocks.append((STUDIES_TITLE, [*studies_table(published), *studies_lines(published)]))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -155,6 +156,15 @@ def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target,
     return PeerRun(outputs, result, timings.get("session_us", 0) / 1e6, timings.get("run_us", 0) / 1e6, code)
 
 
+def prepare(log: Callable[[str], None]) -> str:
+    """Fetch ONNX Runtime's riscv64 sysroot and build the harness (SysrootUnavailable, RvvError: one line); what
+    is ready, in a line."""
+    sysroot = prepare_sysroot(log=log)
+    harness = build_harness(sysroot)
+    return sysroot.describe() + (f", fetched in {sysroot.fetch_s:.1f} s" if sysroot.fetched else "") + \
+        f"; harness {harness}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Prepare ONNX Runtime's riscv64 sysroot and build the harness; exit 3 with one line when it cannot be fetched."""
     del argv
@@ -163,20 +173,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[peers] {line}", flush=True)
 
     try:
-        sysroot = prepare_sysroot(log=log)
+        log(prepare(log))
     except SysrootUnavailable as exc:
         print(f"[peers] {exc}", file=sys.stderr)
         return 3
-    except RvvError as exc:  # the tools folder cannot be written
+    except RvvError as exc:  # the tools folder cannot be written, the harness does not build
         print(f"[peers] {exc}", file=sys.stderr)
         return 1
-    log(sysroot.describe() + (f", fetched in {sysroot.fetch_s:.1f} s" if sysroot.fetched else ""))
-    try:
-        harness = build_harness(sysroot)
-    except RvvError as exc:
-        print(f"[peers] {exc}", file=sys.stderr)
-        return 1
-    log(f"ONNX Runtime peer harness: {harness}")
     return 0
 
 

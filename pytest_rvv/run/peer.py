@@ -16,25 +16,31 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.config.targets import RISCV64, Target
+from pytest_rvv.model.model import Model
+from pytest_rvv.run.blas_peer import blas_runner
+from pytest_rvv.run.blas_peer import prepare as prepare_openblas
 from pytest_rvv.run.ort_harness import PeerRun, build_harness, run_harness
+from pytest_rvv.run.ort_harness import prepare as prepare_ort
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.recorded import inputs_digest, rss_probe
 from pytest_rvv.run.runner import Capabilities
-from pytest_rvv.toolchain.peer_ort import MARKER, SUITE, PeerSysroot, prepare_sysroot
+from pytest_rvv.toolchain.peer_ort import MARKER, SUITE, PeerSysroot, SysrootUnavailable, prepare_sysroot
 
-ONNXRUNTIME = "onnxruntime"  # the one peer so far (--rvv-peers=onnxruntime)
-PEERS = (ONNXRUNTIME,)
+ONNXRUNTIME, OPENBLAS = "onnxruntime", "openblas"  # --rvv-peers words (PEERS below)
 PLAIN, COUNTED_ONE, COUNTED_TWO = "plain", "counted-1", "counted-2"
 REPEATS = {PLAIN: 1, COUNTED_ONE: 1, COUNTED_TWO: 2}
 NAMESPACE = "peer-runs"
@@ -106,6 +112,58 @@ class PeerRunner:
                 self.target.emulator_cpu]
 
 
+class AnyPeerRunner(Protocol):
+    """What every peer's runner answers to (PeerRunner, run/blas_peer.py's BlasRunner): its runs are recorded the
+    same way (``PeerRuns``) and measured the same way (measure/peers.py)."""
+
+    target: Target
+    qemu: Qemu
+    sysroot: PeerSysroot
+    harness: Path
+
+    def describe(self) -> str: ...
+
+    def identity(self) -> list[str]: ...
+
+    def run(self, model: Path, inputs: list[np.ndarray], workdir: Path, num_outputs: int, *,
+            optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
+            launcher: tuple[str, ...] = (), timeout_s: float | None = None, name: str | None = None,
+            timings: bool = True) -> PeerRun: ...
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A peer plug-in: the fastest code we can run on the same core beside IREE's, from its own module.
+
+    ``suite`` says which cells it is generated for (``models``: suites/peers, each model x riscv64 target;
+    ``kernels``: suites/kernels, each kernel cell), ``serves`` whether it runs a cell (None) or why not (one line),
+    ``runner`` fetches and builds what it needs for a target (SysrootUnavailable / ToolMissing: one line),
+    ``prepare`` the same without a target (setup's ``peers`` step: ``python -m pytest_rvv.run.peer``)."""
+
+    name: str  # its --rvv-peers word
+    title: str  # "OpenBLAS"
+    library: str  # the file-name prefix of its own code ("libopenblas"): the share of a call spent in it
+    suite: str
+    runner: Callable[[Target, Path | None, Path | None], AnyPeerRunner]
+    serves: Callable[[Model, Target], str | None]
+    prepare: Callable[[Callable[[str], None]], str]
+
+
+def _serves_riscv64(model: Model, target: Target) -> str | None:
+    return None if target.arch == RISCV64 and target.is_emulated else f"{target.name} is not an emulated riscv64 target"
+
+
+_NARROW = ("float16", "bfloat16")  # preparation steps that narrow a float32 model (config/kernels.py's f16, bf16 rows)
+
+
+def _serves_f32_matmul(model: Model, target: Target) -> str | None:
+    if (why := _serves_riscv64(model, target)) is not None:
+        return why
+    kinds = {spec.dtype for spec in model.inputs} | {step for step in model.preparation if step in _NARROW}
+    return None if kinds == {"float32"} else \
+        f"cblas_sgemm multiplies float32, not {', '.join(sorted(kinds - {'float32'}))}"
+
+
 def peer_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | None = None) -> PeerRunner:
     """The ONNX Runtime peer for ``target``: the sysroot fetched and verified (SysrootUnavailable: one line, e.g.
     without network), the harness built, QEMU found (ToolMissing)."""
@@ -119,7 +177,7 @@ class PeerRuns:
     def __init__(self, store: Store, timeout_s: float | None, stages: Stages | None = None) -> None:
         self.store, self.timeout_s, self.stages = store, timeout_s, stages or Stages()
 
-    def run(self, kind: str, runner: PeerRunner, model: Path, inputs: list[np.ndarray], num_outputs: int,
+    def run(self, kind: str, runner: AnyPeerRunner, model: Path, inputs: list[np.ndarray], num_outputs: int,
             optimizations: str, name: str | None = None) -> RecordedPeerRun:
         """The ``kind`` run of ``model`` (``name``: the model's name in a failure's line)."""
         if kind not in REPEATS:
@@ -165,3 +223,37 @@ class PeerRuns:
                                counts_file if counts_file.is_file() else None, code,
                                meta.get("rss_kb"), float(meta["session_s"]), float(meta["run_s"]),
                                float(meta["wall_s"]), str(meta["repro"]), cached=not entry.created)
+
+
+PEERS: dict[str, Peer] = {p.name: p for p in (
+    Peer(ONNXRUNTIME, "ONNX Runtime", "libonnxruntime", "models", peer_runner, _serves_riscv64, prepare_ort),
+    Peer(OPENBLAS, "OpenBLAS", "libopenblas", "kernels", blas_runner, _serves_f32_matmul, prepare_openblas),
+)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pytest_rvv.run.peer [PEER ...]``: fetch and build every peer (or those named); exit 3 when one
+    could not be fetched (its line says why; the others are still prepared), 1 on another failure."""
+    names = argv or list(PEERS)
+    unknown = [n for n in names if n not in PEERS]
+    if unknown:
+        print(f"[peers] unknown peer {', '.join(unknown)} (known: {', '.join(PEERS)})", file=sys.stderr)
+        return 2
+    worst = 0
+    for name in names:
+        def log(line: str, name: str = name) -> None:
+            print(f"[peers] {name}: {line}", flush=True)
+
+        try:
+            log(PEERS[name].prepare(log))
+        except SysrootUnavailable as exc:
+            print(f"[peers] {name}: {exc}", file=sys.stderr)
+            worst = max(worst, 3)
+        except RvvError as exc:
+            print(f"[peers] {name}: {exc}", file=sys.stderr)
+            worst = 1 if worst in (0, 1) else worst
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,319 +1,59 @@
-"""ONNX Runtime's own riscv64 build, the peer IREE is compared with: a private sysroot in the tools cache.
-
-No registry ships ONNX Runtime for riscv64 as a wheel, but Debian 13 (trixie) main does as packages
-(``libonnxruntime1.21``, built for rv64gc). This fetches them and their riscv64 dependencies with a private apt
-configuration (its own sources list naming trixie with ``[arch=riscv64]``, its own lists, cache and state
-folders; the system's apt state and packages stay as they are), unpacks them with ``dpkg -x`` into a staging
-folder, adds the ``lib -> usr/lib`` link the dynamic loader's path needs, writes a marker listing every file
-(size, sha256) last, and renames the folder into place: ``<tools>/onnxruntime-riscv64-1.21.0/``, which
-``qemu-riscv64 -L`` takes as the guest's root.
-
-A second call verifies the marker against the files and fetches nothing; a folder that fails verification (a
-file deleted, truncated or changed, no marker: a fetch killed midway) is moved aside and fetched again, never
-used. Without network access the fetch is one line (``SysrootUnavailable``) and nothing is left behind.
+"""ONNX Runtime's own riscv64 build, the first peer IREE is compared with: Debian 13's ``libonnxruntime1.21``
+(built for rv64gc) and its headers, in a private sysroot of the tools cache (toolchain/debian_sysroot.py):
+``<tools>/onnxruntime-riscv64-1.21.0/``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import shutil
 import sys
-import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
+from pytest_rvv.toolchain import debian_sysroot
+from pytest_rvv.toolchain.debian_sysroot import (
+    MARKER,
+    MIRROR_ENV,
+    SUITE,
+    PeerSysroot,
+    SysrootRecipe,
+    SysrootUnavailable,
+)
 
-from pytest_rvv.base.errors import ToolMissing, first_lines
-from pytest_rvv.base.process import ProcessResult, run_process
-from pytest_rvv.base.store import content_sha, storage_fault
-from pytest_rvv.config.settings import DEBIAN_MIRROR_ENV as MIRROR_ENV
-from pytest_rvv.config.settings import default_tools_dir, environment
+__all__ = [
+    "MARKER",
+    "MIRROR_ENV",
+    "ORT",
+    "SUITE",
+    "PeerSysroot",
+    "SysrootUnavailable",
+    "cached_sysroot",
+    "damage",
+    "prepare_sysroot",
+    "sysroot_dir",
+]
 
 ORT_VERSION = "1.21.0"
 ORT_PACKAGE = "libonnxruntime1.21"  # Debian names the library package by its soname
-# the C API headers; it depends on the library only
-PACKAGES = (ORT_PACKAGE, "libonnxruntime-dev")
-SUITE = "trixie"
-ARCH = "riscv64"
-MIRROR = "http://deb.debian.org/debian"
-KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
-MARKER = ".pytest-rvv-sysroot.json"
-RECIPE = "peer-ort-sysroot-v1"
-LIBDIR = "usr/lib/riscv64-linux-gnu"
 LIBRARY = "libonnxruntime.so.1.21"  # the soname the harness loads
-INCLUDE = "usr/include/onnxruntime"
-APT_TIMEOUT_S = 600.0
-SETUP_HINT = "then run 'bash scripts/setup.sh peers'"
-TOOLS_FIX = "set PYTEST_RVV_TOOLS_DIR to a writable folder"
-
-
-class SysrootUnavailable(ToolMissing):
-    """ONNX Runtime's riscv64 sysroot could not be fetched (no network, no mirror, apt missing): one line."""
-
-
-@dataclass(frozen=True)
-class PeerSysroot:
-    """A verified riscv64 root holding ONNX Runtime and everything it loads (``qemu-riscv64 -L path``)."""
-
-    path: Path
-    packages: dict[str, str]  # Debian package -> version
-    fetched: bool  # True when this call fetched it, False when it was already there
-    fetch_s: float  # how long the fetch took (when it was fetched)
-    size_bytes: int
-
-    @property
-    def library(self) -> Path:
-        return self.path / LIBDIR / LIBRARY
-
-    @property
-    def include(self) -> Path:
-        return self.path / INCLUDE
-
-    @property
-    def version(self) -> str:
-        return self.packages.get(ORT_PACKAGE, "?")
-
-    def describe(self) -> str:
-        return (f"ONNX Runtime {self.version} for riscv64 (Debian {SUITE}, rv64gc) in {self.path} "
-                f"({self.size_bytes / 1e6:.0f} MB, {len(self.packages)} packages)")
+ORT = SysrootRecipe("ONNX Runtime", "onnxruntime", ORT_VERSION, ORT_PACKAGE,
+                    (ORT_PACKAGE, "libonnxruntime-dev"),  # the C API headers; it depends on the library only
+                    f"{debian_sysroot.LIBDIR}/{LIBRARY}", "usr/include/onnxruntime/onnxruntime_c_api.h",
+                    "peer-ort-sysroot-v1")
+damage = debian_sysroot.damage
 
 
 def sysroot_dir(tools_dir: Path | None = None) -> Path:
-    """Where the sysroot lives: ``<tools>/onnxruntime-riscv64-<version>``."""
-    return (tools_dir or default_tools_dir()) / f"onnxruntime-riscv64-{ORT_VERSION}"
-
-
-def mirror() -> str:
-    return environment(MIRROR_ENV) or MIRROR
-
-
-def damage(path: Path) -> str | None:
-    """What is wrong with the sysroot at ``path`` (one phrase), or None when every file matches its marker."""
-    try:
-        marker = json.loads((path / MARKER).read_text())
-        files, links = marker["files"], marker["links"]
-    except FileNotFoundError:
-        return "no marker (an unfinished fetch)" if path.exists() else "absent"
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return f"unreadable marker ({exc})"
-    for name, target in links.items():
-        try:
-            if os.readlink(path / name) != target:
-                return f"{name} links elsewhere"
-        except OSError:
-            return f"{name} is missing"
-    for name, (size, sha) in files.items():
-        file = path / name
-        try:
-            if file.is_symlink() or file.stat().st_size != size:
-                return f"{name} changed size"
-            if content_sha(file) != sha:
-                return f"{name} changed"
-        except OSError:
-            return f"{name} is missing"
-    return None
+    """Where ONNX Runtime's sysroot lives: ``<tools>/onnxruntime-riscv64-1.21.0``."""
+    return debian_sysroot.sysroot_dir(ORT, tools_dir)
 
 
 def cached_sysroot(tools_dir: Path | None = None) -> PeerSysroot | None:
-    """The sysroot if it is there and verifies, else None (nothing is fetched)."""
-    path = sysroot_dir(tools_dir)
-    if damage(path) is not None:
-        return None
-    marker = json.loads((path / MARKER).read_text())
-    return PeerSysroot(path, dict(marker["packages"]), False, float(marker.get("fetch_s", 0.0)),
-                       int(marker.get("size_bytes", 0)))
+    """ONNX Runtime's sysroot if it is there and verifies, else None (nothing is fetched)."""
+    return debian_sysroot.cached_sysroot(ORT, tools_dir)
 
 
 def prepare_sysroot(tools_dir: Path | None = None, log=print) -> PeerSysroot:
-    """The verified sysroot, fetched first when it is absent or damaged (``fetched`` says which).
-
-    Raises SysrootUnavailable (one line: what failed and what to do) when it cannot be fetched; nothing is then
-    left in the tools cache. Safe to call from several processes at once (a file lock around the fetch).
-    """
-    tools = tools_dir or default_tools_dir()
-    found = cached_sysroot(tools)
-    if found is not None:
-        return found
-    try:
-        return _prepare(tools, log)
-    except OSError as exc:  # a full disk, a read-only tools folder: one line, not a traceback
-        fault = storage_fault(exc, tools, TOOLS_FIX)
-        if fault is None:
-            raise
-        raise fault from None
-
-
-def _prepare(tools: Path, log) -> PeerSysroot:
-    tools.mkdir(parents=True, exist_ok=True)
-    final = sysroot_dir(tools)
-    with FileLock(str(final) + ".lock", timeout=APT_TIMEOUT_S * 2):
-        found = cached_sysroot(tools)
-        if found is not None:
-            return found
-        what = damage(final)
-        if what != "absent":
-            log(f"{final}: {what}; fetching it again")
-            _discard(final)
-        for stale in tools.glob(f".{final.name}.*.partial"):  # a fetch killed midway (we hold its lock)
-            shutil.rmtree(stale, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(dir=tools, prefix=f".{final.name}.", suffix=".partial"))
-        try:
-            start = time.monotonic()
-            packages = _fetch(staging, log)
-            root = staging / "root"
-            marker = _marker(root, packages, round(time.monotonic() - start, 1))
-            (root / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True))  # last: the root is complete
-            os.rename(root, final)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    found = cached_sysroot(tools)
-    if found is None:
-        raise SysrootUnavailable(f"{final}: {damage(final)} right after the fetch; remove it, {SETUP_HINT}")
-    return PeerSysroot(found.path, found.packages, True, found.fetch_s, found.size_bytes)
-
-
-def _discard(path: Path) -> None:
-    """Move a damaged sysroot out of the way atomically, then delete it."""
-    trash = path.with_name(f".{path.name}.damaged.{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        os.rename(path, trash)
-    shutil.rmtree(trash, ignore_errors=True)
-
-
-class _PrivateApt:
-    """apt-get and apt-cache with a configuration of their own in ``folder``: riscv64 only, Debian ``SUITE`` main."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        etc, state, cache = folder / "etc", folder / "state", folder / "cache"
-        for sub in (etc / "sources.list.d", etc / "preferences.d", state / "lists" / "partial",
-                    cache / "archives" / "partial"):
-            sub.mkdir(parents=True, exist_ok=True)
-        (state / "status").write_text("")  # nothing installed: every dependency is fetched
-        (etc / "sources.list").write_text(f"deb [arch={ARCH} signed-by={KEYRING}] {mirror()} {SUITE} main\n")
-        self.options = [
-            f"-oAPT::Architecture={ARCH}", f"-oAPT::Architectures::={ARCH}",
-            f"-oDir::Etc::SourceList={etc / 'sources.list'}", f"-oDir::Etc::SourceParts={etc / 'sources.list.d'}",
-            f"-oDir::Etc::Preferences={etc / 'preferences'}", f"-oDir::Etc::PreferencesParts={etc / 'preferences.d'}",
-            f"-oDir::State={state}", f"-oDir::State::Status={state / 'status'}", f"-oDir::Cache={cache}",
-            "-oDebug::NoLocking=1", "-oAcquire::Languages=none", "-oAPT::Update::Error-Mode=any",
-            "-oAcquire::Retries=1", "-oAcquire::http::Timeout=20",
-        ]
-        if os.geteuid() == 0:  # apt would hand downloads to _apt, which cannot write into a private home
-            self.options.append("-oAPT::Sandbox::User=root")
-
-    def run(self, tool: str, *args: str, cwd: Path | None = None) -> ProcessResult:
-        executable = shutil.which(tool)
-        if executable is None:
-            raise SysrootUnavailable(f"{tool} not found: ONNX Runtime's riscv64 build is fetched with Debian's apt "
-                                     "(a Debian or Ubuntu machine)")
-        return run_process([executable, "-q", *self.options, *args], timeout_s=APT_TIMEOUT_S, cwd=cwd,
-                           env={**os.environ, "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"})
-
-
-def _fetch(staging: Path, log) -> dict[str, str]:
-    """Download ``PACKAGES`` and their riscv64 dependencies into ``staging/debs`` and unpack them into
-    ``staging/root``; returns package -> version."""
-    if not KEYRING.is_file():
-        raise SysrootUnavailable(f"no Debian archive keyring at {KEYRING} (apt checks Debian {SUITE}'s signatures "
-                                 f"with it): apt-get install debian-archive-keyring, {SETUP_HINT}")
-    apt = _PrivateApt(staging / "apt")
-    where = f"{mirror()} {SUITE}/main {ARCH}"
-    log(f"fetching the package list of {where} (private apt configuration)")
-    update = apt.run("apt-get", "update")
-    lists = list((staging / "apt" / "state" / "lists").glob("*_Packages*"))
-    if not update.ok or not lists:
-        reason = _apt_reason(update)
-        raise SysrootUnavailable(f"ONNX Runtime's riscv64 build could not be fetched from {where} ({reason}); "
-                                 f"check network access (or set {MIRROR_ENV} to a reachable Debian mirror), "
-                                 f"{SETUP_HINT}")
-    names = _closure(apt)
-    versions = _versions(apt, names)
-    if not versions.get(ORT_PACKAGE, "").startswith(f"{ORT_VERSION}+") and versions.get(ORT_PACKAGE) != ORT_VERSION:
-        raise SysrootUnavailable(f"{where} has {ORT_PACKAGE} {versions.get(ORT_PACKAGE, '(none)')}, not "
-                                 f"{ORT_VERSION}: pytest-rvv's peer harness is built for {ORT_VERSION}")
-    debs = staging / "debs"
-    debs.mkdir()
-    log(f"downloading {len(names)} riscv64 packages ({', '.join(sorted(names))})")
-    download = apt.run("apt-get", "download", *(f"{n}={versions[n]}" for n in sorted(names)), cwd=debs)
-    if not download.ok:
-        reason = _apt_reason(download)
-        raise SysrootUnavailable(f"downloading ONNX Runtime's riscv64 packages from {where} failed ({reason}); "
-                                 f"check network access, {SETUP_HINT}")
-    root = staging / "root"
-    root.mkdir()
-    dpkg = shutil.which("dpkg") or "dpkg"
-    for deb in sorted(debs.glob("*.deb")):
-        unpack = run_process([dpkg, "-x", deb, root], timeout_s=APT_TIMEOUT_S)
-        if not unpack.ok:
-            raise SysrootUnavailable(f"dpkg -x {deb.name} failed ({unpack.status()}: "
-                                     f"{first_lines(unpack.stderr, 1)}); {SETUP_HINT}")
-    # the dynamic loader is /lib/ld-linux-riscv64-lp64d.so.1 in every riscv64 program; Debian 13 ships it in /usr/lib
-    for merged in ("lib", "bin", "sbin"):
-        if (root / "usr" / merged).is_dir() and not os.path.lexists(root / merged):
-            os.symlink(f"usr/{merged}", root / merged)
-    if not (root / LIBDIR / LIBRARY).is_file() or not (root / INCLUDE / "onnxruntime_c_api.h").is_file():
-        raise SysrootUnavailable(f"the packages from {where} hold no {LIBDIR}/{LIBRARY} or "
-                                 f"{INCLUDE}/onnxruntime_c_api.h; {SETUP_HINT}")
-    return versions
-
-
-def _apt_reason(result: ProcessResult) -> str:
-    """What apt said went wrong, in a phrase: the line under its first ``Err:``, else its first ``E:`` line."""
-    lines = (result.stdout + "\n" + result.stderr).splitlines()
-    for at, line in enumerate(lines[:-1]):
-        if line.startswith("Err:") and lines[at + 1][:1].isspace():
-            return lines[at + 1].strip()
-    errors = [line[2:].strip() for line in lines if line.startswith("E:")]
-    return errors[0] if errors else f"apt-get {result.status()}"
-
-
-def _closure(apt: _PrivateApt) -> set[str]:
-    """``PACKAGES`` and every package they depend on (pre-depends included), virtual ones left out."""
-    result = apt.run("apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
-                     "--no-breaks", "--no-replaces", "--no-enhances", *PACKAGES)
-    if not result.ok:
-        raise SysrootUnavailable(f"apt-cache depends {' '.join(PACKAGES)} failed ({first_lines(result.stderr, 1)}); "
-                                 f"{SETUP_HINT}")
-    names = {line.strip() for line in result.stdout.splitlines() if line and not line[0].isspace()}
-    return {n for n in names if not n.startswith("<")}
-
-
-def _versions(apt: _PrivateApt, names: set[str]) -> dict[str, str]:
-    """The candidate version of each package in the private lists."""
-    result = apt.run("apt-cache", "policy", *sorted(names))
-    versions: dict[str, str] = {}
-    current = None
-    for line in result.stdout.splitlines():
-        if line and not line[0].isspace() and line.endswith(":"):
-            current = line[:-1].split(":")[0]
-        elif current and line.strip().startswith("Candidate:"):
-            versions[current] = line.split(":", 1)[1].strip()
-    missing = sorted(n for n in names if versions.get(n) in (None, "(none)"))
-    if missing:
-        raise SysrootUnavailable(f"{mirror()} {SUITE}/main has no riscv64 {', '.join(missing)}; {SETUP_HINT}")
-    return versions
-
-
-def _marker(root: Path, packages: dict[str, str], fetch_s: float) -> dict[str, object]:
-    """Every regular file (size, sha256) and symlink (target) under ``root``, with the packages and recipe."""
-    files: dict[str, list[object]] = {}
-    links: dict[str, str] = {}
-    for directory, subdirs, names in os.walk(root):
-        for name in [*subdirs, *names]:
-            path = Path(directory) / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                links[rel] = os.readlink(path)
-            elif path.is_file():
-                files[rel] = [path.stat().st_size, content_sha(path)]
-    size = sum(int(str(size)) for size, _ in files.values())
-    return {"recipe": RECIPE, "packages": dict(sorted(packages.items())), "fetch_s": fetch_s, "size_bytes": size,
-            "suite": SUITE, "mirror": mirror(), "files": files, "links": links}
+    """ONNX Runtime's verified sysroot, fetched first when absent or damaged (SysrootUnavailable: one line)."""
+    return debian_sysroot.prepare_sysroot(ORT, tools_dir, log)
 
 
 def main(argv: list[str] | None = None) -> int:

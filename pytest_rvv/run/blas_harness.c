@@ -1,0 +1,172 @@
+/*
+ * blas_harness: one single-precision matmul C = A x B with a BLAS library: cblas_sgemm (row-major, no transpose), or
+ * at M = 1 cblas_sgemv (C's one row = B^T a: the routine a BLAS user calls for a vector times a matrix).
+ *
+ * The peer of a kernel cell's iree-run-module on a riscv64 machine (or under qemu-riscv64 -L <sysroot>): the same
+ * seeded A and B, as raw little-endian float32 files, one thread unless asked.
+ *
+ *   blas_harness M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--library=PATH] [--maps=@maps.txt]
+ *                [--no-timings]
+ *
+ * On success it prints "core <name>" (the kernel set OpenBLAS chose at load, from the CPU's hwcap and vlenb),
+ * "session_us <n>" (loading the library) and "run_us <n>" (the last of --repeat calls; not with --no-timings, for
+ * counted runs: a time's digits take a time-dependent number of instructions to print) and exits 0. --maps copies
+ * /proc/self/maps at the end (each library's guest addresses, which executed counts are attributed by). A failure is
+ * one line on stderr, "blas_harness: <what>: <message>", and exit 2 (bad arguments or files) or 1 (the library).
+ *
+ * Why sgemv at M = 1: OpenBLAS 0.3.29 forwards a one-row sgemm to sgemv only where its Makefile.system sets
+ * GEMM_GEMV_FORWARD (ARCH "riscv", never riscv64's "riscv64"), so on riscv64 sgemm packs all of B (K x N, scalar
+ * C copies) on every call: measured 19.3 M instructions per call at 1x2048x8192, 1.15 per element of B.
+ *
+ * The library is loaded with dlopen after OPENBLAS_NUM_THREADS is set to --threads, so a one-thread run starts no
+ * worker thread (an idle worker's spinning would make executed counts differ from run to run). The harness declares
+ * the two functions it calls itself (cblas.h's signatures, OpenBLAS's 32-bit blasint): it needs no header package.
+ */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef BLAS_LIBRARY
+#define BLAS_LIBRARY "/usr/lib/riscv64-linux-gnu/openblas-pthread/libopenblas.so.0"
+#endif
+
+enum { ROW_MAJOR = 101, NO_TRANS = 111 };  /* CblasRowMajor, CblasNoTrans */
+typedef void (*sgemm_fn)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                         int lda, const float *b, int ldb, float beta, float *c, int ldc);
+typedef void (*sgemv_fn)(int order, int trans, int m, int n, float alpha, const float *a, int lda, const float *x,
+                         int incx, float beta, float *y, int incy);
+typedef char *(*corename_fn)(void);
+enum { TRANS = 112 };  /* CblasTrans */
+
+static void fail(int code, const char *what, const char *fmt, ...)
+{
+    va_list args;
+    fprintf(stderr, "blas_harness: %s: ", what);
+    va_start(args, fmt);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
+    fputc('\n', stderr);
+    exit(code);
+}
+
+static int64_t now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+static float *read_floats(const char *path, size_t count)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        fail(2, path, "cannot open");
+    float *data = malloc(count * sizeof(float) + 1);
+    if (data == NULL)
+        fail(2, path, "out of memory");
+    size_t got = fread(data, sizeof(float), count + 1, f);
+    fclose(f);
+    if (got != count)
+        fail(2, path, "holds %zu floats, the shape needs %zu", got, count);
+    return data;
+}
+
+static void write_floats(const char *path, const float *data, size_t count)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(data, sizeof(float), count, f) != count || fclose(f) != 0)
+        fail(2, path, "cannot write");
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    if (in == NULL || out == NULL)
+        fail(2, to, "cannot copy %s", from);
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, in)) > 0)
+        fwrite(buffer, 1, n, out);
+    fclose(in);
+    if (fclose(out) != 0)
+        fail(2, to, "cannot write");
+}
+
+static const char *flag_value(const char *arg, const char *flag)
+{
+    size_t n = strlen(flag);
+    return strncmp(arg, flag, n) == 0 ? arg + n : NULL;
+}
+
+static int positive(const char *text, const char *what)
+{
+    char *end;
+    long value = strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || value < 1 || value > 1 << 30)
+        fail(2, what, "'%s' is not a positive integer", text);
+    return (int)value;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 7)
+        fail(2, "usage", "blas_harness M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--library=PATH] "
+                         "[--maps=@maps.txt] [--no-timings]");
+    int m = positive(argv[1], "M"), k = positive(argv[2], "K"), n = positive(argv[3], "N");
+    const char *a_path = argv[4], *b_path = argv[5], *c_path = argv[6];
+    const char *library = BLAS_LIBRARY, *maps = NULL, *threads = "1", *value;
+    int repeat = 1, timings = 1;
+    for (int i = 7; i < argc; i++) {
+        if ((value = flag_value(argv[i], "--threads=")) != NULL) {
+            positive(value, "--threads");
+            threads = value;
+        } else if ((value = flag_value(argv[i], "--repeat=")) != NULL) {
+            repeat = positive(value, "--repeat");
+        } else if ((value = flag_value(argv[i], "--library=")) != NULL) {
+            library = value;
+        } else if ((value = flag_value(argv[i], "--maps=@")) != NULL) {
+            maps = value;
+        } else if (strcmp(argv[i], "--no-timings") == 0) {
+            timings = 0;
+        } else {
+            fail(2, argv[i], "unknown argument");
+        }
+    }
+    float *a = read_floats(a_path, (size_t)m * k), *b = read_floats(b_path, (size_t)k * n);
+    float *c = calloc((size_t)m * n, sizeof(float));
+    if (c == NULL)
+        fail(2, c_path, "out of memory");
+
+    setenv("OPENBLAS_NUM_THREADS", threads, 1);  /* read when the library loads: no idle workers at one thread */
+    int64_t start = now_us();
+    void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL)
+        fail(1, library, "%s", dlerror());
+    sgemm_fn sgemm = (sgemm_fn)dlsym(handle, "cblas_sgemm");
+    sgemv_fn sgemv = (sgemv_fn)dlsym(handle, "cblas_sgemv");
+    corename_fn corename = (corename_fn)dlsym(handle, "openblas_get_corename");
+    if (sgemm == NULL || sgemv == NULL)
+        fail(1, library, "no cblas_sgemm or cblas_sgemv");
+    int64_t loaded = now_us();
+
+    int64_t last = 0;
+    for (int r = 0; r < repeat; r++) {
+        int64_t t0 = now_us();
+        if (m == 1)  /* c = B^T a: B is K x N row-major */
+            sgemv(ROW_MAJOR, TRANS, k, n, 1.0f, b, n, a, 1, 0.0f, c, 1);
+        else
+            sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+        last = now_us() - t0;
+    }
+    write_floats(c_path, c, (size_t)m * n);
+    if (maps != NULL)
+        copy_file("/proc/self/maps", maps);
+    printf("core %s\nroutine %s\n", corename != NULL ? corename() : "unknown", m == 1 ? "sgemv" : "sgemm");
+    if (timings)
+        printf("session_us %lld\nrun_us %lld\n", (long long)(loaded - start), (long long)last);
+    return 0;
+}

@@ -1,0 +1,200 @@
+"""OpenBLAS as a peer plug-in: Debian 13's riscv64 build beside the kernel suite's f32 matmuls.
+
+Real tools: Debian's riscv64 OpenBLAS in its own sysroot, the cblas harness cross-built with clang-22, QEMU and its
+counting plugin, iree-compile and onnxruntime on the host. Without the sysroot (no network) the tests that need it
+skip with its one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import jsonschema
+import numpy as np
+import onnx
+import pytest
+
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.record import leave
+from pytest_rvv.base.store import Store
+from pytest_rvv.config import settings
+from pytest_rvv.config.kernels import ROWS
+from pytest_rvv.config.settings import ConfigError, default_cache_dir
+from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure.counts import parse
+from pytest_rvv.measure.peers import by_library
+from pytest_rvv.model.kernels import SHAPES, kernel_model
+from pytest_rvv.report.peers import PeersCollector, gap_table, gaps, peers_summary
+from pytest_rvv.report.results import schema
+from pytest_rvv.run.blas_peer import OPENBLAS, BlasRunner, blas_runner, matmul_operands
+from pytest_rvv.run.ort_harness import PeerRejected
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PeerRuns
+from pytest_rvv.run.qemu_plugin import plugin_option
+from pytest_rvv.toolchain.debian_sysroot import MIRROR_ENV, SysrootUnavailable, prepare_sysroot
+
+UNREACHABLE = "http://127.0.0.1:9/debian"  # a closed port: apt fails at once, as without network
+
+
+def runner_for(target: str) -> BlasRunner:
+    try:
+        return blas_runner(BUILTIN_TARGETS[target])
+    except ToolMissing as exc:  # no sysroot (no network), no harness compiler, no QEMU: its one line
+        pytest.skip(str(exc))
+
+
+def test_a_peer_is_a_plug_in_named_once_and_the_option_knows_each():
+    assert tuple(PEERS) == settings.PEERS  # --rvv-peers' words are the plug-ins'
+    assert {p.suite for p in PEERS.values()} == {"models", "kernels"}
+    assert settings._peers("all") == ("onnxruntime", "openblas")
+    with pytest.raises(ConfigError, match=r"--rvv-peers=ncnn: unknown peer ncnn \(known: onnxruntime, openblas, all\)"):
+        settings._peers("ncnn")
+
+
+def test_openblas_serves_the_f32_kernel_cells_and_says_why_not_the_others():
+    openblas, target = PEERS["openblas"], BUILTIN_TARGETS["rv64gcv-zvl256b"]
+    shape = SHAPES["64x64x64"]
+    assert openblas.serves(kernel_model("f32", shape), target) is None
+    assert openblas.serves(kernel_model("i8", shape), target) == "cblas_sgemm multiplies float32, not int8"
+    # f16 cells take float32 arguments and narrow them in the graph: not sgemm's
+    assert openblas.serves(kernel_model("f16", shape), target) == "cblas_sgemm multiplies float32, not float16"
+    assert openblas.serves(kernel_model("f32", shape), BUILTIN_TARGETS["aarch64"]) == \
+        "aarch64 is not an emulated riscv64 target"
+    assert ROWS["f32"].target == "rv64gcv-zvl256b"  # the row it runs beside
+
+
+def test_what_sgemm_cannot_multiply_is_one_line(tmp_path: Path):
+    with pytest.raises(PeerRejected, match=r"^mm: OpenBLAS's cblas_sgemm multiplies float32 matrices, this cell's "
+                                           r"are int8, int8$"):
+        matmul_operands(tmp_path / "m.onnx", [np.ones((2, 2), np.int8)] * 2, "mm")
+    with pytest.raises(PeerRejected, match=r"not a 2-D float32 matmul"):
+        matmul_operands(tmp_path / "m.onnx", [np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)], "mm")
+
+
+def test_a_weight_held_in_the_model_is_b(tmp_path: Path):
+    """The LLM shapes hold B as a constant: the harness gets the model's own weight, the same values IREE compiles."""
+    model = kernel_model("f32", SHAPES["1x896x128"])
+    path = tmp_path / "m.onnx"
+    onnx.save(model.source.build(), str(path))
+    a = np.ones((1, 896), np.float32)
+    got_a, got_b = matmul_operands(path, [a], model.name)
+    assert got_a.shape == (1, 896) and got_b.shape == (896, 128) and got_b.dtype == np.float32
+    assert np.abs(got_b).max() <= 1 / np.sqrt(896) + 1e-7 and got_b.std() > 0
+
+
+@pytest.mark.parametrize(("target", "kernels"), [("rv64gc", "riscv64_generic"), ("rv64gcv-zvl128b", "riscv64_zvl128b"),
+                                                 ("rv64gcv-zvl256b", "riscv64_zvl256b"),
+                                                 ("rv64gcv-zvl512b", "riscv64_zvl256b")])
+def test_openblas_picks_the_kernels_of_the_target_s_vector_length_and_agrees_with_numpy(target, kernels, tmp_path):
+    runner = runner_for(target)
+    assert runner.kernels == kernels and f"DYNAMIC_ARCH: {kernels} kernels" in runner.describe()
+    assert runner.capabilities.emulated and runner.capabilities.counted
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(-1, 1, (81, 41)).astype(np.float32), rng.uniform(-1, 1, (41, 19)).astype(np.float32)
+    run = runner.run(tmp_path / "mm.onnx", [a, b], tmp_path / "run", 1, maps=True)
+    assert run.outputs[0].shape == (81, 19)
+    np.testing.assert_allclose(run.outputs[0], a @ b, rtol=1e-5, atol=1e-5)
+    assert any(name.startswith("libopenblas") for name in run.code or {})
+
+
+def test_a_call_s_work_is_exact_from_run_to_run_and_vectorized_only_with_v(tmp_path: Path, plugin: Path):
+    runs = PeerRuns(Store(default_cache_dir()), None)
+    rng = np.random.default_rng(4)
+    inputs = [rng.uniform(-1, 1, (64, 64)).astype(np.float32), rng.uniform(-1, 1, (64, 64)).astype(np.float32)]
+    model = tmp_path / "mm.onnx"
+    model.write_bytes(b"mm-f32-64x64x64 (a key for the store: the harness reads A and B)")
+    vector_share = {}
+    for target in ("rv64gc", "rv64gcv-zvl256b"):
+        runner = runner_for(target)
+        (one, vector_one), (two, vector_two) = (by_library(runs.run(kind, runner, model, inputs, 1, "all"))
+                                                for kind in (COUNTED_ONE, COUNTED_TWO))
+        per_call = sum(two.values()) - sum(one.values())
+        library = sum(n for name, n in two.items() if name.startswith("libopenblas")) - \
+            sum(n for name, n in one.items() if name.startswith("libopenblas"))
+        assert per_call > 64**3 / 64 and library > 0.9 * per_call  # a call is OpenBLAS's kernels
+        vector_share[target] = (vector_two - vector_one) / per_call
+        # a fresh counted run (not from the store) executes exactly as many instructions
+        out = tmp_path / f"{target}.counts"
+        runner.run(model, inputs, tmp_path / target, 1, repeat=2, maps=True, timings=False,
+                   qemu_args=plugin_option(plugin, out, False))
+        assert parse(out.read_text(), out).total == sum(two.values())
+    assert vector_share["rv64gc"] == 0 and vector_share["rv64gcv-zvl256b"] > 0.3
+
+
+def test_without_network_openblas_is_one_line_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(MIRROR_ENV, UNREACHABLE)
+    with pytest.raises(SysrootUnavailable, match=r"^OpenBLAS's riscv64 build could not be fetched from "
+                                                 r"http://127\.0\.0\.1:9/debian trixie/main riscv64 .*setup\.sh peers"):
+        prepare_sysroot(OPENBLAS, tmp_path, log=lambda line: None)
+    assert [p.name for p in tmp_path.iterdir()] == ["openblas-riscv64-0.3.29.lock"]
+
+
+def _row(model: str, target: str, peer: str, iree_ms: float, peer_ms: float) -> dict:
+    """A peers table row as measure/peers.py's PeerComparison.row writes it (the figures made up)."""
+    return {"model": model, "target": target, "peer": f"{peer} 1.0 (Debian trixie riscv64)", "peer_name": peer.lower(),
+            "ratio": iree_ms / peer_ms, "est_ratio": iree_ms / peer_ms, "notes": [],
+            "iree": {"per_call_instructions": int(iree_ms * 1e6), "vector_share_percent": 40.0, "est_ms": iree_ms,
+                     "top_dispatches": [], "pack_share_percent": 0.0},
+            "peer_work": {"per_call_instructions": int(peer_ms * 1e6), "vector_share_percent": 50.0,
+                          "est_ms": peer_ms, "libraries": {}, "library": "libopenblas", "library_share_percent": 99.0,
+                          "peak_rss_kb": 1, "max_abs_error": 0.0}}
+
+
+def test_the_gap_holds_iree_s_best_path_against_the_fastest_peer_per_model():
+    rows = [_row("mm", "rv64gcv-zvl256b", "OpenBLAS", 2.0, 1.0),
+            _row("mm", "rv64gcv-zvl256b-mmt4d", "OpenBLAS", 1.5, 1.0),
+            _row("mm", "rv64gcv-zvl256b-ukall", "OpenBLAS", 3.0, 1.0),
+            _row("resnet18", "rv64gcv-zvl256b", "ONNX", 5.0, 10.0)]
+    entries = gaps(rows)
+    assert [(e["model"], e["iree_target"], e["iree_est_ms"], e["peer"], e["est_ratio"]) for e in entries] == [
+        ("mm", "rv64gcv-zvl256b-mmt4d", 1.5, "openblas", 1.5), ("resnet18", "rv64gcv-zvl256b", 5.0, "onnx", 0.5)]
+    assert gap_table(entries)[2] == ("| mm | rv64gcv-zvl256b-mmt4d | 1.5 | 1.50 | OpenBLAS (rv64gcv-zvl256b) | 1 | "
+                                     "1.00 | 1.50x |")
+    line = peers_summary(rows, verbose=False)
+    assert line == ("peers: 4 model x target cells beside ONNX 1.0, OpenBLAS 1.0: IREE's best path within 1.2x of the "
+                    "fastest peer on 1 of 2 models; furthest behind: mm on rv64gcv-zvl256b-mmt4d, 1.50x OpenBLAS "
+                    "(est. X60 ms) (-v prints the tables)")
+    ahead = peers_summary(rows[3:], verbose=True)
+    assert "IREE ahead on every one; closest: resnet18 on rv64gcv-zvl256b, 0.50x onnx (est. X60 ms)" in ahead
+
+
+def test_two_peers_on_one_cell_keep_a_row_each():
+    collector = PeersCollector()
+    for peer in ("OpenBLAS", "ONNX"):
+        report = SimpleNamespace(when="call", user_properties=[])
+        leave(report, peers=_row("mm", "rv64gcv-zvl256b", peer, 1.0, 1.0))
+        collector.pytest_runtest_logreport(report)
+    assert sorted(r["peer_name"] for r in collector.rows) == ["onnx", "openblas"]
+
+
+def test_beside_the_kernel_suite_openblas_runs_each_f32_cell_once_and_each_path_beside_it(kernel_project, tmp_path):
+    """--rvv-peers=openblas with the kernel suite: the peer's work once per row x shape (agreement and snapshot), each
+    IREE path beside it (the gap table, the peers table, results.json); the i8 row is named as not served."""
+    runner_for("rv64gcv-zvl256b")  # skips here, with its line, without the sysroot
+    report = tmp_path / "report"
+    result = kernel_project.run("kernels", "--rvv-kernels=64x64x64,f32,i8", "--rvv-peers=openblas", "-k", "openblas",
+                                "-v", f"--rvv-report={report}")
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=6)  # 1 once per row x shape, 5 beside (one per path)
+    out = result.stdout.str()
+    assert "rvv: peers: openblas beside 5 of 10 kernel cells (suites/kernels/); not the others: cblas_sgemm " \
+           "multiplies float32, not int8" in out
+    assert "test_kernel_peer_work_is_as_recorded[mm-f32-64x64x64-rv64gcv-zvl256b-openblas] PASSED" in out
+    assert "test_kernel_beside_peer[mm-i8" not in out  # not generated: the header line said why
+    assert "rvv peers: the gap, per model: IREE's best path beside the fastest peer" in out
+    gap = [line for line in out.splitlines() if line.startswith("| mm-f32-64x64x64 |") and "OpenBLAS (" in line]
+    assert len(gap) == 1, out
+    document = json.loads((report / "results.json").read_text())
+    jsonschema.validate(document, schema())
+    rows = document["peers"]
+    assert {r["target"] for r in rows} == {"rv64gcv-zvl256b", "rv64gcv-zvl256b-dt", "rv64gcv-zvl256b-mmt4d",
+                                           "rv64gcv-zvl256b-inner", "rv64gcv-zvl256b-ukall"}
+    for row in rows:
+        peer = row["peer_work"]
+        assert row["peer_name"] == "openblas" and "riscv64_zvl256b kernels" in row["peer"]
+        assert peer["library"] == "libopenblas" and peer["library_share_percent"] > 90
+        assert peer["vector_share_percent"] > 30 and peer["est_ms"] > 0 and peer["max_abs_error"] < 1e-4
+    assert [e["model"] for e in document["peers_gap"]] == ["mm-f32-64x64x64"]
+    assert "### The gap: IREE's best path beside the fastest peer" in (report / "performance.md").read_text()
+    assert 'id="peers-gap"' in (report / "index.html").read_text()
