@@ -37,7 +37,7 @@ from pytest_rvv.measure.calibration import InstructionTiming
 from pytest_rvv.model.model import Model
 from pytest_rvv.report.agreement import AgreementSummary
 from pytest_rvv.report.html import CHECKS, CellOutcomes, RunReport
-from pytest_rvv.report.kernels import WALL_MISSES, Published, selected_published
+from pytest_rvv.report.kernels import WALL_MISSES, Published, selected_published, with_peers
 from pytest_rvv.report.notices import SessionNotices
 from pytest_rvv.report.peers import PeersCollector, write_peers
 from pytest_rvv.report.performance import PerformanceCollector, write_report
@@ -78,7 +78,8 @@ class Collectors:
         return Sections(
             tests=self.outcomes.tests, performance=performance.rows, verdicts=performance.verdicts,
             notes=performance.notes, improvements=performance.improvements, pairs=performance.pairs,
-            kernels=performance.kernels, kernel_cells=len(performance.kernel_cells), estimator=performance.estimator,
+            kernels=with_peers(performance.kernels, self.peers.rows), kernel_cells=len(performance.kernel_cells),
+            estimator=performance.estimator,
             vectorization=vectorization.results, unused_snapshots=vectorization.unused_snapshots(),
             lanes=vectorization.lanes, agreement=self.agreement.errors, comparisons=self.comparison.records,
             kernel_changes=self.comparison.kernels, baselines=baselines, peers=self.peers.rows)

@@ -203,7 +203,8 @@ def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResul
     est = silicon_metric(CORE)
     entries = []
     for (row, shape), paths in _index(cells, perf).items():
-        entry: dict[str, Any] = {"row": row, "shape": shape, "core": CORE, "paths": {}}
+        entry: dict[str, Any] = {"row": row, "shape": shape, "model": next(iter(paths.values())).model,
+                                 "core": CORE, "paths": {}}
         base = paths.get(DEFAULT)
         for path, record in paths.items():
             metrics, watched = record.metrics, record.watched
@@ -249,7 +250,9 @@ def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
     if not entries:
         return []
     paths = [p for p in PATHS if any(p in e["paths"] for e in entries)]
-    header = ["Row", "Shape", *(f"{p} est. Mcycles per call (vs default)" for p in paths), "inner/mmt4d est.",
+    peers = sorted({name for e in entries for name in e.get("peers", {})})
+    header = ["Row", "Shape", *(f"{p} est. Mcycles per call (vs default)" for p in paths),
+              *(f"peer {name} est. Mcycles per call (vs default)" for name in peers), "inner/mmt4d est.",
               "inner/mmt4d executed", *(f"{p} est. wall ms 1 / {WALL_AT} threads (bound by)" for p in paths),
               *(f"{p} vsetvl / vrgather / vregs spilled (k)" for p in paths),
               *(f"{p} DRAM KiB / L2 misses (k) per call" for p in paths)]
@@ -261,6 +264,10 @@ def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
             est = None if v is None else v["est_cycles"]
             once = "" if v is None or not v["one_time_est_cycles"] else f" + {v['one_time_est_cycles'] / 1e6:.3f} once"
             cells.append("-" if est is None else f"{est / 1e6:.3f} ({_x(v['est_vs_default'])}){once}")
+        for name in peers:
+            v = e.get("peers", {}).get(name)
+            est = None if v is None else v["est_cycles"]
+            cells.append("-" if est is None else f"{est / 1e6:.3f} ({_x(v['est_vs_default'])})")
         cells += [_x(e["inner_over_mmt4d"]["est_cycles"]), _x(e["inner_over_mmt4d"]["executed"])]
         cells += [_wall(e["paths"].get(p)) for p in paths]
         for p in paths:
@@ -296,6 +303,28 @@ def _wall(path: dict[str, Any] | None) -> str:
     if path is None or "est_wall_ms" not in path:
         return "-"
     return wall_text(path["est_wall_ms"], path["bound_by"], ("1", WALL_AT))
+
+
+def with_peers(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each dashboard entry with its peers beside it (``peers``: name -> est. cycles on CORE, executed, vector share
+    and est. / the default path's), from the peers tables' rows of this kernel (report/peers.py; a kernel peer's
+    work is the same on every path's target, so any one row stands for it)."""
+    ghz = CORES[CORE].ghz
+    out = []
+    for entry in entries:
+        targets = {v["target"] for v in entry["paths"].values()}
+        default = (entry["paths"].get(DEFAULT) or {}).get("est_cycles")
+        found: dict[str, Any] = {}
+        for r in rows:
+            if r["model"] != entry.get("model") or r["target"] not in targets:
+                continue
+            work = r.get("peer_work") or r.get("onnxruntime") or {}
+            est = None if work.get("est_ms") is None or not ghz else work["est_ms"] * ghz * 1e6
+            found[str(r.get("peer_name") or "onnxruntime")] = {
+                "peer": r["peer"], "est_cycles": est, "executed": work.get("per_call_instructions"),
+                "vector_percent": work.get("vector_share_percent"), "est_vs_default": ratio(est, default)}
+        out.append({**entry, "peers": dict(sorted(found.items()))} if found else entry)
+    return out
 
 
 def with_pinned(entries: list[dict[str, Any]], pinned: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
