@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from pytest_rvv.base.errors import ConfigError, RuntimeNotProvided, RvvError, ToolMissing
+from pytest_rvv.base.errors import ConfigError, RunFailed, RuntimeNotProvided, RvvError, ToolMissing
 from pytest_rvv.base.record import leave
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.repro import write_repro
@@ -433,7 +433,7 @@ def rvv_cell(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner) -> C
 
 
 # each peer x target's runner, or why there is none (one line: tried once per process, e.g. a fetch without network)
-_PEER_RUNNERS: dict[tuple[str, str, Path | None, Path], AnyPeerRunner | str] = {}
+_PEER_RUNNERS: dict[tuple[str, str, Path | None, Path], AnyPeerRunner | str | RunFailed] = {}
 
 
 @pytest.fixture
@@ -465,11 +465,15 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
         if key not in _PEER_RUNNERS:
             try:
                 _PEER_RUNNERS[key] = plugin.runner(rvv_target, settings.qemu_dir, settings.tools_dir)
-            except ToolMissing as exc:  # SysrootUnavailable among them: its one line
+            except ToolMissing as exc:  # SysrootUnavailable among them: its one line, a skip
                 _PEER_RUNNERS[key] = str(exc)
+            except RunFailed as exc:  # it cannot start under QEMU: a failure, told once per test in one line
+                _PEER_RUNNERS[key] = exc
         found = _PEER_RUNNERS[key]
         if isinstance(found, str):
             pytest.skip(found)
+        if isinstance(found, RunFailed):
+            pytest.fail(str(found), pytrace=False)
         return found
 
     def measure(beside: bool = False) -> PeerWork | PeerComparison:
@@ -486,9 +490,8 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
             iree = measure_iree(request.getfixturevalue("rvv_cell")(), tmp_path)  # IREE's side: its runner now
         except ToolMissing as exc:
             pytest.skip(str(exc))
-        comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work,
-                                    rvv_session.toolchain.compiler_version, peer_name=plugin.name,
-                                    library=plugin.library)
+        comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work, plugin.name, plugin.library,
+                                    rvv_session.toolchain.compiler_version)
         leave(record_property, peers=comparison.row())
         return comparison
 

@@ -408,12 +408,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker(KERNELS_MARK) is not None:  # suites/kernels: the kernel cells
         cells = settings.kernels.cells if settings.kernels else ()
         if "rvv_peer" in metafunc.fixturenames:  # beside each kernel peer of --rvv-peers that serves the cell
-            if metafunc.definition.get_closest_marker(ONE_PATH_MARK) is not None:  # the peer runs no IREE path
-                cells = tuple({(c.row, c.shape.name): c for c in reversed(cells)}.values())[::-1]
+            pairs = [(c.model, c.target) for c in cells]
+            if metafunc.definition.get_closest_marker(ONE_PATH_MARK) is not None:  # the peer runs no IREE path:
+                # once per row x shape, on the row's own (default-path) target whichever paths are selected (its id
+                # and snapshot do not move with the selection; a path twin runs on the same QEMU CPU)
+                rows = settings.kernels.rows if settings.kernels else {}
+                pairs = list({c.model.name: (c.model, settings.known_targets.get(rows[c.row].target, c.target))
+                              for c in cells if c.row in rows}.values())
             metafunc.parametrize(("rvv_model", "rvv_target", "rvv_peer_name"),
-                                 [pytest.param(c.model, c.target, name, id=f"{c.id}-{name}")
-                                  for c in cells for name in _peers(settings, "kernels")
-                                  if PEERS[name].serves(c.model, c.target) is None])
+                                 [pytest.param(model, target, name, id=f"{model.name}-{target.name}-{name}")
+                                  for model, target in pairs for name in _peers(settings, "kernels")
+                                  if PEERS[name].serves(model, target) is None])
             return
         metafunc.parametrize(("rvv_model", "rvv_target"), [(c.model, c.target) for c in cells],
                              ids=[c.id for c in cells])

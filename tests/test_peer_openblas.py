@@ -7,6 +7,7 @@ skip with its one line.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,6 +18,7 @@ import onnx
 import pytest
 
 from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.process import run_process
 from pytest_rvv.base.record import leave
 from pytest_rvv.base.store import Store
 from pytest_rvv.config import settings
@@ -28,11 +30,19 @@ from pytest_rvv.measure.peers import by_library
 from pytest_rvv.model.kernels import SHAPES, kernel_model
 from pytest_rvv.report.peers import PeersCollector, gap_table, gaps, peers_summary
 from pytest_rvv.report.results import schema
-from pytest_rvv.run.blas_peer import OPENBLAS, BlasRunner, blas_runner, matmul_operands
+from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, BlasRunner, blas_runner, matmul_operands
 from pytest_rvv.run.ort_harness import PeerRejected
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PeerRuns
 from pytest_rvv.run.qemu_plugin import plugin_option
-from pytest_rvv.toolchain.debian_sysroot import MIRROR_ENV, SysrootUnavailable, prepare_sysroot
+from pytest_rvv.toolchain.debian_sysroot import (
+    MARKER,
+    MIRROR_ENV,
+    SysrootUnavailable,
+    _marker,
+    cached_sysroot,
+    prepare_sysroot,
+    sysroot_dir,
+)
 
 UNREACHABLE = "http://127.0.0.1:9/debian"  # a closed port: apt fails at once, as without network
 
@@ -126,7 +136,7 @@ def test_without_network_openblas_is_one_line_and_leaves_nothing(tmp_path: Path,
     monkeypatch.setenv(MIRROR_ENV, UNREACHABLE)
     with pytest.raises(SysrootUnavailable, match=r"^OpenBLAS's riscv64 build could not be fetched from "
                                                  r"http://127\.0\.0\.1:9/debian trixie/main riscv64 .*setup\.sh peers"):
-        prepare_sysroot(OPENBLAS, tmp_path, log=lambda line: None)
+        prepare_sysroot(OPENBLAS_SYSROOT, tmp_path, log=lambda line: None)
     assert [p.name for p in tmp_path.iterdir()] == ["openblas-riscv64-0.3.29.lock"]
 
 
@@ -147,7 +157,7 @@ def test_the_gap_holds_iree_s_best_path_against_the_fastest_peer_per_model():
             _row("mm", "rv64gcv-zvl256b-ukall", "OpenBLAS", 3.0, 1.0),
             _row("resnet18", "rv64gcv-zvl256b", "ONNX", 5.0, 10.0)]
     entries = gaps(rows)
-    assert [(e["model"], e["iree_target"], e["iree_est_ms"], e["peer"], e["est_ratio"]) for e in entries] == [
+    assert [(e["model"], e["iree_target"], e["iree_est_ms"], e["peer_name"], e["est_ratio"]) for e in entries] == [
         ("mm", "rv64gcv-zvl256b-mmt4d", 1.5, "openblas", 1.5), ("resnet18", "rv64gcv-zvl256b", 5.0, "onnx", 0.5)]
     assert gap_table(entries)[2] == ("| mm | rv64gcv-zvl256b-mmt4d | 1.5 | 1.50 | OpenBLAS (rv64gcv-zvl256b) | 1 | "
                                      "1.00 | 1.50x |")
@@ -204,3 +214,33 @@ def test_beside_the_kernel_suite_openblas_runs_each_f32_cell_once_and_each_path_
     assert beside["est_vs_default"] == pytest.approx(beside["est_cycles"] / entry["paths"]["default"]["est_cycles"])
     assert "### The gap: IREE's best path beside the fastest peer" in (report / "performance.md").read_text()
     assert 'id="peers-gap"' in (report / "index.html").read_text()
+
+
+def test_a_sysroot_made_by_another_recipe_is_fetched_again_not_used(tmp_path: Path):
+    """A folder whose files all verify but whose marker names another recipe (other packages) is not this peer's."""
+    older = dataclasses.replace(OPENBLAS_SYSROOT, recipe="peer-openblas-sysroot-v0", packages=("libopenblas0",))
+    root = sysroot_dir(older, tmp_path)
+    (root / "usr").mkdir(parents=True)
+    (root / "usr" / "file").write_text("x")
+    (root / MARKER).write_text(json.dumps(_marker(older, root, {"libopenblas0": "0.3.29"}, 0.0)))
+    assert cached_sysroot(older, tmp_path) is not None
+    assert cached_sysroot(OPENBLAS_SYSROOT, tmp_path) is None  # prepare_sysroot fetches it again
+
+
+def test_an_input_file_longer_than_the_shape_is_one_line(tmp_path: Path):
+    runner = runner_for("rv64gc")
+    for name, count in (("a.f32", 5), ("b.f32", 4)):
+        np.ones(count, np.float32).tofile(tmp_path / name)
+    result = run_process([str(runner.qemu.path), "-cpu", runner.target.emulator_cpu, "-L", str(runner.sysroot.path),
+                          str(runner.harness), "2", "2", "1", "a.f32", "b.f32", "c.f32"], cwd=tmp_path, env={},
+                         timeout_s=120)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "blas_harness: a.f32: holds more floats than the shape's 4"
+
+
+def test_the_once_per_shape_test_keeps_its_id_whichever_paths_are_selected(kernel_project):
+    for selection in ("64x64x64,f32", "64x64x64,f32,mmt4d"):
+        result = kernel_project.run("kernels", f"--rvv-kernels={selection}", "--rvv-peers=openblas", "-k",
+                                    "peer_work", "--collect-only", "-q")
+        assert "test_kernel_peer_work_is_as_recorded[mm-f32-64x64x64-rv64gcv-zvl256b-openblas]" in \
+            result.stdout.str(), selection

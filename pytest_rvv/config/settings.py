@@ -156,8 +156,8 @@ VARIABLES: tuple[Variable, ...] = (
              "are in it", "~/.cache"),
     Variable(SUMMARY_ENV, "GitHub Actions' job summary file: the verdict grid and the failures are appended to it",
              "no job summary"),
-    Variable(DEBIAN_MIRROR_ENV, "the Debian mirror ONNX Runtime's riscv64 build (the peer runtime) and its riscv64 "
-             "libraries are fetched from (toolchain/peer_ort.py)", "http://deb.debian.org/debian"),
+    Variable(DEBIAN_MIRROR_ENV, "the Debian mirror the peers' riscv64 builds (ONNX Runtime, OpenBLAS) and their "
+             "riscv64 libraries are fetched from (toolchain/debian_sysroot.py)", "http://deb.debian.org/debian"),
 )
 DECLARED = frozenset({o.env for o in OPTIONS if o.env} | {v.name for v in VARIABLES})
 

@@ -51,7 +51,7 @@ from pytest_rvv.run.onnxruntime import reference_level
 from pytest_rvv.run.ort_harness import ORACLE_LEVELS
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, AnyPeerRunner, PeerRuns, RecordedPeerRun
 from pytest_rvv.session import Cell, Oracle
-from pytest_rvv.toolchain.peer_ort import MARKER, PeerSysroot
+from pytest_rvv.toolchain.debian_sysroot import MARKER, PeerSysroot
 
 CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
 TOP = 3  # IREE dispatches named as what makes the difference
@@ -123,10 +123,10 @@ class PeerComparison:
     target: str
     iree: IreeWork
     peer: PeerWork
+    peer_name: str  # the plug-in (run/peer.py PEERS)
+    library: str  # the file-name prefix of the peer's own code ("libonnxruntime")
     toolchain: str = ""
     notes: list[str] = field(default_factory=list)
-    peer_name: str = "onnxruntime"  # the plug-in (run/peer.py PEERS)
-    library: str = "libonnxruntime"  # the file-name prefix of the peer's own code
 
     @property
     def ratio(self) -> float | None:
@@ -192,8 +192,12 @@ def measure_peer(model: Model, oracle: Oracle, runner: AnyPeerRunner, runs: Peer
     (one, vector_one), (two, vector_two) = (by_library(run) for run in counted)
     libraries = {name: two.get(name, 0) - one.get(name, 0) for name in {*one, *two}}
     per_call = sum(libraries.values())
+    # on CORE only where the target's code would run there as it ran here (its VLEN: a peer's vector code iterates
+    # by it, as Target.cores() holds for IREE's)
+    modelled = any(core.name == CORE for core in runner.target.cores())
     with runs.stages.time("estimate"):
-        estimate = estimate_peer(*counted, runner.sysroot, runner.harness, runs.store) if estimated else None
+        estimate = estimate_peer(*counted, runner.sysroot, runner.harness, runs.store) \
+            if estimated and modelled else None
     return PeerWork(runner.describe(), checked, per_call, sum(one.values()) - per_call,
                     {k: v for k, v in libraries.items() if v}, vector_two - vector_one, plain.rss_kb, estimate)
 

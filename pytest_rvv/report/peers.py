@@ -107,7 +107,7 @@ def studies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     differs (results.json's ``peers_published``)."""
     entries = []
     for p in PUBLISHED:
-        ours = [r for r in ordered(rows) if r["model"] == p.model and peer_name(r) == "onnxruntime"]
+        ours = [r for r in ordered(rows) if r["model"] == p.model and peer_name(r) == ONNXRUNTIME]
         if not ours:
             continue
         entries.append({"model": p.model, "source": p.source, "measured": p.measured, "iree_ms": p.iree_ms,
@@ -206,7 +206,7 @@ def gaps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ``peers_gap``)."""
     entries = []
     for model in sorted({r["model"] for r in rows}):
-        mine = [r for r in rows if r["model"] == model]
+        mine = [r for r in ordered(rows) if r["model"] == model]  # ordered: ties go the same way on every run
         best = min(mine, key=lambda r: _speed(r["iree"]))
         fastest = min(mine, key=lambda r: _speed(peer_of(r)))
         iree, peer = best["iree"], peer_of(fastest)
@@ -214,7 +214,7 @@ def gaps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         work = (iree["per_call_instructions"] / peer["per_call_instructions"]
                 if peer["per_call_instructions"] else None)
         entries.append({"model": model, "iree_target": best["target"], "iree_est_ms": iree.get("est_ms"),
-                        "iree_per_call_instructions": iree["per_call_instructions"], "peer": peer_name(fastest),
+                        "iree_per_call_instructions": iree["per_call_instructions"], "peer_name": peer_name(fastest),
                         "peer_title": peer_title(fastest),
                         "peer_target": fastest["target"], "peer_est_ms": peer.get("est_ms"),
                         "peer_per_call_instructions": peer["per_call_instructions"],

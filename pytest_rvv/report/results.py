@@ -20,7 +20,7 @@
                                                                 # or an estimate LLVM's model is known to get wrong
      "peers": [{"model", "target", "toolchain", "peer", "peer_name", "iree": {...}, "peer_work": {...}, "ratio",
                 "notes"}],                                      # --rvv-peers: IREE beside each peer, per call
-     "peers_gap": [{"model", "iree_target", "iree_est_ms", "peer", "peer_target", "peer_est_ms", "est_ratio",
+     "peers_gap": [{"model", "iree_target", "iree_est_ms", "peer_name", "peer_target", "peer_est_ms", "est_ratio",
                     "work_ratio", ...}],                        # per model, IREE's best path beside the fastest peer
      "peers_published": [{"model", "source", "measured", "iree_ms", "onnxruntime_ms", "measured_ratio", "ours",
                           "differs"}],                          # and a study's measured ratio beside ours

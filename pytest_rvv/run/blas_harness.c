@@ -65,13 +65,14 @@ static float *read_floats(const char *path, size_t count)
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         fail(2, path, "cannot open");
-    float *data = malloc(count * sizeof(float) + 1);
+    float *data = malloc(count * sizeof(float));
     if (data == NULL)
         fail(2, path, "out of memory");
-    size_t got = fread(data, sizeof(float), count + 1, f);
+    size_t got = fread(data, sizeof(float), count, f);
+    int more = fgetc(f) != EOF;
     fclose(f);
-    if (got != count)
-        fail(2, path, "holds %zu floats, the shape needs %zu", got, count);
+    if (got != count || more)
+        fail(2, path, "holds %s floats than the shape's %zu", more ? "more" : "fewer", count);
     return data;
 }
 

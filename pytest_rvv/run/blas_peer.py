@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from pytest_rvv.base.errors import RunFailed, ToolMissing
+from pytest_rvv.base.errors import RunFailed, ToolMissing, first_lines
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.base.tools import find_executable, version_output
@@ -43,7 +43,7 @@ from pytest_rvv.toolchain.debian_sysroot import (
     prepare_sysroot,
 )
 
-OPENBLAS = SysrootRecipe("OpenBLAS", "openblas", "0.3.29", "libopenblas0-pthread", ("libopenblas0-pthread",),
+OPENBLAS_SYSROOT = SysrootRecipe("OpenBLAS", "openblas", "0.3.29", "libopenblas0-pthread", ("libopenblas0-pthread",),
                          f"{LIBDIR}/openblas-pthread/libopenblas.so.0", "", "peer-openblas-sysroot-v1")
 SOURCE = "blas_harness.c"
 EXECUTABLE = "blas_harness"
@@ -74,7 +74,7 @@ def build_harness(sysroot: PeerSysroot, tools_dir: Path | None = None) -> Path:
         (work / SOURCE).unlink()
         work.rmdir()
         if not result.ok:
-            raise ToolMissing(f"building the OpenBLAS peer harness failed: {result.stderr.strip()[:300]} "
+            raise ToolMissing(f"building the OpenBLAS peer harness failed: {first_lines(result.stderr, 1)[:300]} "
                               "(apt-get install libc6-dev-riscv64-cross gcc-riscv64-linux-gnu)")
         return {"clang": str(clang), "library": library, "build_s": round(result.wall_s, 2)}
 
@@ -175,17 +175,17 @@ class BlasRunner:
 def blas_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | None = None) -> BlasRunner:
     """The OpenBLAS peer for ``target``: the sysroot fetched and verified (SysrootUnavailable: one line, e.g. without
     network), the harness built, QEMU found (ToolMissing)."""
-    sysroot = prepare_sysroot(OPENBLAS, tools_dir, log=lambda line: None)
+    sysroot = prepare_sysroot(OPENBLAS_SYSROOT, tools_dir, log=lambda line: None)
     runner = BlasRunner(target, find_qemu(target.arch, qemu_dir), sysroot, build_harness(sysroot, tools_dir))
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-blas-") as scratch:
-        runner.kernels = runner.core(Path(scratch))
+        runner.kernels = runner.core(Path(scratch))  # RunFailed (one line) when it cannot start under QEMU
     return runner
 
 
 def prepare(log: Callable[[str], None]) -> str:
     """Fetch OpenBLAS's riscv64 sysroot and build the harness (SysrootUnavailable, RvvError: one line); what is
     ready, in a line."""
-    sysroot = prepare_sysroot(OPENBLAS, log=log)
+    sysroot = prepare_sysroot(OPENBLAS_SYSROOT, log=log)
     harness = build_harness(sysroot)
     return sysroot.describe() + (f", fetched in {sysroot.fetch_s:.1f} s" if sysroot.fetched else "") + \
         f"; harness {harness}"

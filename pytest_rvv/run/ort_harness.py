@@ -52,14 +52,14 @@ def build_harness(sysroot: PeerSysroot, tools_dir: Path | None = None) -> Path:
         raise ToolMissing(f"{CLANG} not found (it builds the ONNX Runtime peer harness): apt-get install clang-22 "
                           "(or bash scripts/setup.sh system)")
     source = files("pytest_rvv.run").joinpath(SOURCE).read_text()
-    header = sysroot.include / "onnxruntime_c_api.h"
+    header = sysroot.path / sysroot.recipe.header  # onnxruntime_c_api.h
     key = digest([RECIPE, source, version_output(clang), *FLAGS, sysroot.version, content_sha(header)])
 
     def build(tmp: Path) -> dict[str, object]:
         work = tmp / ".src"
         work.mkdir()
         (work / SOURCE).write_text(source)
-        result = run_process([str(clang), *FLAGS, f"-I{sysroot.include}", f'-DORT_LIBRARY="{LIBRARY}"',
+        result = run_process([str(clang), *FLAGS, f"-I{header.parent}", f'-DORT_LIBRARY="{LIBRARY}"',
                               "-o", tmp / EXECUTABLE, work / SOURCE, "-ldl"], timeout_s=300)
         (work / SOURCE).unlink()
         work.rmdir()

@@ -38,7 +38,8 @@ from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.recorded import inputs_digest, rss_probe
 from pytest_rvv.run.runner import Capabilities
-from pytest_rvv.toolchain.peer_ort import MARKER, SUITE, PeerSysroot, SysrootUnavailable, prepare_sysroot
+from pytest_rvv.toolchain.debian_sysroot import MARKER, SUITE, PeerSysroot, SysrootUnavailable
+from pytest_rvv.toolchain.peer_ort import prepare_sysroot
 
 ONNXRUNTIME, OPENBLAS = "onnxruntime", "openblas"  # --rvv-peers words (PEERS below)
 PLAIN, COUNTED_ONE, COUNTED_TWO = "plain", "counted-1", "counted-2"

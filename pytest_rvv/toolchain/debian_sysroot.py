@@ -86,8 +86,9 @@ class PeerSysroot:
         return self.path / self.recipe.library
 
     @property
-    def include(self) -> Path:
-        return (self.path / self.recipe.header).parent
+    def include(self) -> Path | None:
+        """The folder of the header the harness includes (None: the harness declares what it calls)."""
+        return (self.path / self.recipe.header).parent if self.recipe.header else None
 
     @property
     def version(self) -> str:
@@ -140,6 +141,8 @@ def cached_sysroot(recipe: SysrootRecipe, tools_dir: Path | None = None) -> Peer
     if damage(path) is not None:
         return None
     marker = json.loads((path / MARKER).read_text())
+    if marker.get("recipe") != recipe.recipe:  # made by another recipe (other packages): fetched again
+        return None
     return PeerSysroot(path, dict(marker["packages"]), False, float(marker.get("fetch_s", 0.0)),
                        int(marker.get("size_bytes", 0)), recipe)
 
@@ -171,6 +174,8 @@ def _prepare(recipe: SysrootRecipe, tools: Path, log) -> PeerSysroot:
         if found is not None:
             return found
         what = damage(final)
+        if what is None:  # whole, but made by another recipe
+            what = f"made by another recipe than {recipe.recipe}"
         if what != "absent":
             log(f"{final}: {what}; fetching it again")
             _discard(final)
@@ -274,8 +279,8 @@ def _fetch(recipe: SysrootRecipe, staging: Path, log) -> dict[str, str]:
         if (root / "usr" / merged).is_dir() and not os.path.lexists(root / merged):
             os.symlink(f"usr/{merged}", root / merged)
     if not (root / recipe.library).is_file() or (recipe.header and not (root / recipe.header).is_file()):
-        raise SysrootUnavailable(f"the packages from {where} hold no {recipe.library} or {recipe.header}; "
-                                 f"{recipe.setup_hint}")
+        wanted = " or ".join(f for f in (recipe.library, recipe.header) if f)
+        raise SysrootUnavailable(f"the packages from {where} hold no {wanted}; {recipe.setup_hint}")
     return versions
 
 
