@@ -109,8 +109,9 @@ OPTIONS: tuple[Option, ...] = (
            "deselected", env="PYTEST_RVV_KERNELS", table_key="default-kernels", metavar="SELECTION"),
     Option("peers", "run peers beside IREE on the same QEMU CPU, comma-separated or all: onnxruntime (Debian 13's "
            "riscv64 ONNX Runtime, each model x riscv64 target: suites/peers/), openblas (Debian 13's OpenBLAS, its "
-           "RVV sgemm on the kernel suite's f32 cells: suites/kernels/ with --rvv-kernels); bash scripts/setup.sh "
-           "peers fetches them; default: none, the peer tests are deselected", env="PYTEST_RVV_PEERS",
+           "RVV sgemm on the kernel suite's f32 cells: suites/kernels/ with --rvv-kernels), ggml (llama.cpp's "
+           "tensor library from Debian unstable, its RVV mul_mat on the same cells); bash scripts/setup.sh peers "
+           "fetches them; default: none, the peer tests are deselected", env="PYTEST_RVV_PEERS",
            metavar="PEER"),
     Option("wall-time", "estimate memory traffic per dispatch and one call's wall time at 1 and N threads on a "
            "silicon core for every riscv64 model cell too (the kernel suite always does, on spacemit-x60 at 1 and 8): "
@@ -156,7 +157,7 @@ VARIABLES: tuple[Variable, ...] = (
              "are in it", "~/.cache"),
     Variable(SUMMARY_ENV, "GitHub Actions' job summary file: the verdict grid and the failures are appended to it",
              "no job summary"),
-    Variable(DEBIAN_MIRROR_ENV, "the Debian mirror the peers' riscv64 builds (ONNX Runtime, OpenBLAS) and their "
+    Variable(DEBIAN_MIRROR_ENV, "the Debian mirror the peers' riscv64 builds (ONNX Runtime, OpenBLAS, ggml) and their "
              "riscv64 libraries are fetched from (toolchain/debian_sysroot.py)", "http://deb.debian.org/debian"),
 )
 DECLARED = frozenset({o.env for o in OPTIONS if o.env} | {v.name for v in VARIABLES})
@@ -295,11 +296,11 @@ class Settings:
         )
 
 
-PEERS = ("onnxruntime", "openblas")  # run/peer.py PEERS' names (a spec holds the two equal)
+PEERS = ("onnxruntime", "openblas", "ggml")  # run/peer.py PEERS' names (a spec holds the two equal)
 
 
 def _peers(value: Any) -> tuple[str, ...]:
-    """--rvv-peers: ``onnxruntime``, ``openblas`` (or ``all``); empty: none."""
+    """--rvv-peers: ``onnxruntime``, ``openblas``, ``ggml`` (or ``all``); empty: none."""
     names = [n.strip() for n in str(value or "").split(",") if n.strip()]
     if names == ["all"]:
         return PEERS

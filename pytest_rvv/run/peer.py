@@ -32,6 +32,8 @@ from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.blas_peer import blas_runner
 from pytest_rvv.run.blas_peer import prepare as prepare_openblas
+from pytest_rvv.run.ggml_peer import ggml_runner
+from pytest_rvv.run.ggml_peer import prepare as prepare_ggml
 from pytest_rvv.run.ort_harness import PeerRun, build_harness, run_harness
 from pytest_rvv.run.ort_harness import prepare as prepare_ort
 from pytest_rvv.run.qemu import Qemu, find_qemu
@@ -41,7 +43,7 @@ from pytest_rvv.run.runner import Capabilities
 from pytest_rvv.toolchain.debian_sysroot import MARKER, SUITE, PeerSysroot, SysrootUnavailable
 from pytest_rvv.toolchain.peer_ort import prepare_sysroot
 
-ONNXRUNTIME, OPENBLAS = "onnxruntime", "openblas"  # --rvv-peers words (PEERS below)
+ONNXRUNTIME, OPENBLAS, GGML = "onnxruntime", "openblas", "ggml"  # --rvv-peers words (PEERS below)
 PLAIN, COUNTED_ONE, COUNTED_TWO = "plain", "counted-1", "counted-2"
 REPEATS = {PLAIN: 1, COUNTED_ONE: 1, COUNTED_TWO: 2}
 NAMESPACE = "peer-runs"
@@ -114,7 +116,7 @@ class PeerRunner:
 
 
 class AnyPeerRunner(Protocol):
-    """What every peer's runner answers to (PeerRunner, run/blas_peer.py's BlasRunner): its runs are recorded the
+    """What every peer's runner answers to (PeerRunner, run/matmul_peer.py's MatmulRunner): its runs are recorded the
     same way (``PeerRuns``) and measured the same way (measure/peers.py)."""
 
     target: Target
@@ -162,7 +164,7 @@ def _serves_f32_matmul(model: Model, target: Target) -> str | None:
         return why
     kinds = {spec.dtype for spec in model.inputs} | {step for step in model.preparation if step in _NARROW}
     return None if kinds == {"float32"} else \
-        f"cblas_sgemm multiplies float32, not {', '.join(sorted(kinds - {'float32'}))}"
+        f"its harness multiplies float32, not {', '.join(sorted(kinds - {'float32'}))}"
 
 
 def peer_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | None = None) -> PeerRunner:
@@ -229,6 +231,7 @@ class PeerRuns:
 PEERS: dict[str, Peer] = {p.name: p for p in (
     Peer(ONNXRUNTIME, "ONNX Runtime", "libonnxruntime", "models", peer_runner, _serves_riscv64, prepare_ort),
     Peer(OPENBLAS, "OpenBLAS", "libopenblas", "kernels", blas_runner, _serves_f32_matmul, prepare_openblas),
+    Peer(GGML, "ggml", "libggml", "kernels", ggml_runner, _serves_f32_matmul, prepare_ggml),
 )}
 
 

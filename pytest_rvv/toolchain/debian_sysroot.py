@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -32,7 +33,7 @@ from pytest_rvv.base.store import content_sha, storage_fault
 from pytest_rvv.config.settings import DEBIAN_MIRROR_ENV as MIRROR_ENV
 from pytest_rvv.config.settings import default_tools_dir, environment
 
-SUITE = "trixie"
+SUITE = "trixie"  # Debian 13, the default; a recipe may name another (ggml is in unstable only)
 ARCH = "riscv64"
 MIRROR = "http://deb.debian.org/debian"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
@@ -60,6 +61,7 @@ class SysrootRecipe:
     header: str  # the header the harness includes, relative to the root ("": the harness declares what it calls)
     recipe: str  # the marker's recipe id (a new id fetches again)
     built_for: str = "rv64gc"  # what Debian builds it for (its code may pick RVV kernels at run time)
+    suite: str = SUITE  # the Debian suite it comes from
 
     @property
     def folder(self) -> str:
@@ -95,7 +97,8 @@ class PeerSysroot:
         return self.packages.get(self.recipe.package, "?")
 
     def describe(self) -> str:
-        return (f"{self.recipe.peer} {self.version} for riscv64 (Debian {SUITE}, {self.recipe.built_for}) in "
+        recipe = self.recipe
+        return (f"{recipe.peer} {self.version} for riscv64 (Debian {recipe.suite}, {recipe.built_for}) in "
                 f"{self.path} ({self.size_bytes / 1e6:.0f} MB, {len(self.packages)} packages)")
 
 
@@ -206,7 +209,7 @@ def _discard(path: Path) -> None:
 
 
 class _PrivateApt:
-    """apt-get and apt-cache with a configuration of their own in ``folder``: riscv64 only, Debian ``SUITE`` main."""
+    """apt-get and apt-cache with a configuration of their own in ``folder``: riscv64 only, the recipe's suite, main."""
 
     def __init__(self, folder: Path, recipe: SysrootRecipe) -> None:
         self.folder, self.recipe = folder, recipe
@@ -215,7 +218,7 @@ class _PrivateApt:
                     cache / "archives" / "partial"):
             sub.mkdir(parents=True, exist_ok=True)
         (state / "status").write_text("")  # nothing installed: every dependency is fetched
-        (etc / "sources.list").write_text(f"deb [arch={ARCH} signed-by={KEYRING}] {mirror()} {SUITE} main\n")
+        (etc / "sources.list").write_text(f"deb [arch={ARCH} signed-by={KEYRING}] {mirror()} {recipe.suite} main\n")
         self.options = [
             f"-oAPT::Architecture={ARCH}", f"-oAPT::Architectures::={ARCH}",
             f"-oDir::Etc::SourceList={etc / 'sources.list'}", f"-oDir::Etc::SourceParts={etc / 'sources.list.d'}",
@@ -240,10 +243,10 @@ def _fetch(recipe: SysrootRecipe, staging: Path, log) -> dict[str, str]:
     """Download ``recipe.packages`` and their riscv64 dependencies into ``staging/debs`` and unpack them into
     ``staging/root``; returns package -> version."""
     if not KEYRING.is_file():
-        raise SysrootUnavailable(f"no Debian archive keyring at {KEYRING} (apt checks Debian {SUITE}'s signatures "
-                                 f"with it): apt-get install debian-archive-keyring, {recipe.setup_hint}")
+        raise SysrootUnavailable(f"no Debian archive keyring at {KEYRING} (apt checks Debian {recipe.suite}'s "
+                                 f"signatures with it): apt-get install debian-archive-keyring, {recipe.setup_hint}")
     apt = _PrivateApt(staging / "apt", recipe)
-    where = f"{mirror()} {SUITE}/main {ARCH}"
+    where = f"{mirror()} {recipe.suite}/main {ARCH}"
     log(f"fetching the package list of {where} (private apt configuration)")
     update = apt.run("apt-get", "update")
     lists = list((staging / "apt" / "state" / "lists").glob("*_Packages*"))
@@ -255,7 +258,7 @@ def _fetch(recipe: SysrootRecipe, staging: Path, log) -> dict[str, str]:
     names = _closure(apt, recipe)
     versions = _versions(apt, names, recipe)
     found = versions.get(recipe.package, "")
-    if not found.startswith(f"{recipe.version}+") and found != recipe.version:
+    if upstream_version(found) != recipe.version:
         raise SysrootUnavailable(f"{where} has {recipe.package} {found or '(none)'}, not {recipe.version}: "
                                  f"pytest-rvv's {recipe.peer} harness is built for {recipe.version}")
     debs = staging / "debs"
@@ -282,6 +285,12 @@ def _fetch(recipe: SysrootRecipe, staging: Path, log) -> dict[str, str]:
         wanted = " or ".join(f for f in (recipe.library, recipe.header) if f)
         raise SysrootUnavailable(f"the packages from {where} hold no {wanted}; {recipe.setup_hint}")
     return versions
+
+
+def upstream_version(debian: str) -> str:
+    """A Debian version's upstream part: ``1.21.0+dfsg-1`` -> ``1.21.0``, ``1:0.27.0-1`` -> ``0.27.0``."""
+    match = re.match(r"(?:\d+:)?([^-+~]+)", debian)
+    return match.group(1) if match else debian
 
 
 def _apt_reason(result: ProcessResult) -> str:
@@ -317,7 +326,8 @@ def _versions(apt: _PrivateApt, names: set[str], recipe: SysrootRecipe) -> dict[
             versions[current] = line.split(":", 1)[1].strip()
     missing = sorted(n for n in names if versions.get(n) in (None, "(none)"))
     if missing:
-        raise SysrootUnavailable(f"{mirror()} {SUITE}/main has no riscv64 {', '.join(missing)}; {recipe.setup_hint}")
+        raise SysrootUnavailable(f"{mirror()} {recipe.suite}/main has no riscv64 {', '.join(missing)}; "
+                                 f"{recipe.setup_hint}")
     return versions
 
 
@@ -335,4 +345,4 @@ def _marker(recipe: SysrootRecipe, root: Path, packages: dict[str, str], fetch_s
                 files[rel] = [path.stat().st_size, content_sha(path)]
     size = sum(int(str(size)) for size, _ in files.values())
     return {"recipe": recipe.recipe, "packages": dict(sorted(packages.items())), "fetch_s": fetch_s, "size_bytes": size,
-            "suite": SUITE, "mirror": mirror(), "files": files, "links": links}
+            "suite": recipe.suite, "mirror": mirror(), "files": files, "links": links}

@@ -1,8 +1,8 @@
-"""OpenBLAS as a peer plug-in: Debian 13's riscv64 build beside the kernel suite's f32 matmuls.
+"""Matmul libraries as peer plug-ins beside the kernel suite's f32 matmuls: OpenBLAS (Debian 13) and llama.cpp's
+ggml (Debian unstable), each in its own riscv64 sysroot.
 
-Real tools: Debian's riscv64 OpenBLAS in its own sysroot, the cblas harness cross-built with clang-22, QEMU and its
-counting plugin, iree-compile and onnxruntime on the host. Without the sysroot (no network) the tests that need it
-skip with its one line.
+Real tools: Debian's riscv64 builds, the harnesses cross-built with clang-22, QEMU and its counting plugin,
+iree-compile and onnxruntime on the host. Without a sysroot (no network) the tests that need it skip with its line.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from pytest_rvv.measure.peers import by_library
 from pytest_rvv.model.kernels import SHAPES, kernel_model
 from pytest_rvv.report.peers import PeersCollector, gap_table, gaps, peers_summary
 from pytest_rvv.report.results import schema
-from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, BlasRunner, blas_runner, matmul_operands
+from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, blas_runner
+from pytest_rvv.run.ggml_peer import ggml_runner
+from pytest_rvv.run.matmul_peer import MatmulRunner, matmul_operands
 from pytest_rvv.run.ort_harness import PeerRejected
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PeerRuns
 from pytest_rvv.run.qemu_plugin import plugin_option
@@ -47,9 +49,9 @@ from pytest_rvv.toolchain.debian_sysroot import (
 UNREACHABLE = "http://127.0.0.1:9/debian"  # a closed port: apt fails at once, as without network
 
 
-def runner_for(target: str) -> BlasRunner:
+def runner_for(target: str, peer: str = "openblas") -> MatmulRunner:
     try:
-        return blas_runner(BUILTIN_TARGETS[target])
+        return (blas_runner if peer == "openblas" else ggml_runner)(BUILTIN_TARGETS[target])
     except ToolMissing as exc:  # no sysroot (no network), no harness compiler, no QEMU: its one line
         pytest.skip(str(exc))
 
@@ -57,8 +59,9 @@ def runner_for(target: str) -> BlasRunner:
 def test_a_peer_is_a_plug_in_named_once_and_the_option_knows_each():
     assert tuple(PEERS) == settings.PEERS  # --rvv-peers' words are the plug-ins'
     assert {p.suite for p in PEERS.values()} == {"models", "kernels"}
-    assert settings._peers("all") == ("onnxruntime", "openblas")
-    with pytest.raises(ConfigError, match=r"--rvv-peers=ncnn: unknown peer ncnn \(known: onnxruntime, openblas, all\)"):
+    assert settings._peers("all") == ("onnxruntime", "openblas", "ggml")
+    with pytest.raises(ConfigError, match=r"--rvv-peers=ncnn: unknown peer ncnn \(known: onnxruntime, openblas, ggml, "
+                                          r"all\)"):
         settings._peers("ncnn")
 
 
@@ -66,20 +69,21 @@ def test_openblas_serves_the_f32_kernel_cells_and_says_why_not_the_others():
     openblas, target = PEERS["openblas"], BUILTIN_TARGETS["rv64gcv-zvl256b"]
     shape = SHAPES["64x64x64"]
     assert openblas.serves(kernel_model("f32", shape), target) is None
-    assert openblas.serves(kernel_model("i8", shape), target) == "cblas_sgemm multiplies float32, not int8"
+    assert openblas.serves(kernel_model("i8", shape), target) == "its harness multiplies float32, not int8"
     # f16 cells take float32 arguments and narrow them in the graph: not sgemm's
-    assert openblas.serves(kernel_model("f16", shape), target) == "cblas_sgemm multiplies float32, not float16"
+    assert openblas.serves(kernel_model("f16", shape), target) == "its harness multiplies float32, not float16"
     assert openblas.serves(kernel_model("f32", shape), BUILTIN_TARGETS["aarch64"]) == \
         "aarch64 is not an emulated riscv64 target"
     assert ROWS["f32"].target == "rv64gcv-zvl256b"  # the row it runs beside
 
 
 def test_what_sgemm_cannot_multiply_is_one_line(tmp_path: Path):
-    with pytest.raises(PeerRejected, match=r"^mm: OpenBLAS's cblas_sgemm multiplies float32 matrices, this cell's "
+    with pytest.raises(PeerRejected, match=r"^mm: OpenBLAS's harness multiplies float32 matrices, this cell's "
                                            r"are int8, int8$"):
-        matmul_operands(tmp_path / "m.onnx", [np.ones((2, 2), np.int8)] * 2, "mm")
+        matmul_operands(tmp_path / "m.onnx", [np.ones((2, 2), np.int8)] * 2, "mm", "OpenBLAS")
     with pytest.raises(PeerRejected, match=r"not a 2-D float32 matmul"):
-        matmul_operands(tmp_path / "m.onnx", [np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)], "mm")
+        matmul_operands(tmp_path / "m.onnx", [np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)], "mm",
+                        "OpenBLAS")
 
 
 def test_a_weight_held_in_the_model_is_b(tmp_path: Path):
@@ -88,7 +92,7 @@ def test_a_weight_held_in_the_model_is_b(tmp_path: Path):
     path = tmp_path / "m.onnx"
     onnx.save(model.source.build(), str(path))
     a = np.ones((1, 896), np.float32)
-    got_a, got_b = matmul_operands(path, [a], model.name)
+    got_a, got_b = matmul_operands(path, [a], model.name, "OpenBLAS")
     assert got_a.shape == (1, 896) and got_b.shape == (896, 128) and got_b.dtype == np.float32
     assert np.abs(got_b).max() <= 1 / np.sqrt(896) + 1e-7 and got_b.std() > 0
 
@@ -98,7 +102,7 @@ def test_a_weight_held_in_the_model_is_b(tmp_path: Path):
                                                  ("rv64gcv-zvl512b", "riscv64_zvl256b")])
 def test_openblas_picks_the_kernels_of_the_target_s_vector_length_and_agrees_with_numpy(target, kernels, tmp_path):
     runner = runner_for(target)
-    assert runner.kernels == kernels and f"DYNAMIC_ARCH: {kernels} kernels" in runner.describe()
+    assert runner.kernels == kernels and f"riscv64: {kernels} kernels; DYNAMIC_ARCH" in runner.describe()
     assert runner.capabilities.emulated and runner.capabilities.counted
     rng = np.random.default_rng(3)
     a, b = rng.uniform(-1, 1, (81, 41)).astype(np.float32), rng.uniform(-1, 1, (41, 19)).astype(np.float32)
@@ -188,7 +192,7 @@ def test_beside_the_kernel_suite_openblas_runs_each_f32_cell_once_and_each_path_
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=11)  # 1 once per row x shape, 5 beside (one per path), 5 performance (dashboard)
     out = result.stdout.str()
-    assert "rvv: peers: openblas beside 5 of 10 kernel cells (suites/kernels/); not the others: cblas_sgemm " \
+    assert "rvv: peers: openblas beside 5 of 10 kernel cells (suites/kernels/); not the others: its harness " \
            "multiplies float32, not int8" in out
     assert "test_kernel_peer_work_is_as_recorded[mm-f32-64x64x64-rv64gcv-zvl256b-openblas] PASSED" in out
     assert "test_kernel_beside_peer[mm-i8" not in out  # not generated: the header line said why
@@ -244,3 +248,29 @@ def test_the_once_per_shape_test_keeps_its_id_whichever_paths_are_selected(kerne
                                     "peer_work", "--collect-only", "-q")
         assert "test_kernel_peer_work_is_as_recorded[mm-f32-64x64x64-rv64gcv-zvl256b-openblas]" in \
             result.stdout.str(), selection
+
+
+@pytest.mark.parametrize(("target", "variant"), [("rv64gc", "riscv64_0"), ("rv64gcv-zvl256b", "riscv64_v")])
+def test_ggml_loads_the_cpu_module_of_the_target_and_agrees_with_numpy(target, variant, tmp_path):
+    """ggml scores its CPU modules against the CPU (riscv_hwprobe): the RVV one only where QEMU's CPU has V."""
+    runner = runner_for(target, "ggml")
+    assert runner.kernels == variant and f"Debian sid riscv64: {variant} kernels" in runner.describe()
+    rng = np.random.default_rng(6)
+    a, b = rng.uniform(-1, 1, (33, 300)).astype(np.float32), rng.uniform(-1, 1, (300, 17)).astype(np.float32)
+    run = runner.run(tmp_path / "mm.onnx", [a, b], tmp_path / "run", 1, maps=True)
+    np.testing.assert_allclose(run.outputs[0], a @ b, rtol=1e-5, atol=1e-4)
+    assert f"libggml-cpu-{variant}.so" in (run.code or {})
+
+
+def test_a_ggml_call_s_work_is_exact_from_run_to_run(tmp_path: Path, plugin: Path):
+    """One thread of ggml's OpenMP build starts no worker: each further graph compute adds the same instructions."""
+    runner = runner_for("rv64gcv-zvl256b", "ggml")
+    rng = np.random.default_rng(7)
+    inputs = [rng.uniform(-1, 1, (8, 64)).astype(np.float32), rng.uniform(-1, 1, (64, 32)).astype(np.float32)]
+    totals = []
+    for repeat in (1, 2, 3, 3):
+        out = tmp_path / f"{len(totals)}.counts"
+        runner.run(tmp_path / "mm.onnx", inputs, tmp_path / str(len(totals)), 1, repeat=repeat, maps=True,
+                   timings=False, qemu_args=plugin_option(plugin, out, False))
+        totals.append(parse(out.read_text(), out).total)
+    assert totals[3] == totals[2] and totals[2] - totals[1] == totals[1] - totals[0] > 0

@@ -1,0 +1,204 @@
+/*
+ * ggml_harness: one single-precision matmul C = A x B with llama.cpp's tensor library, ggml: one MUL_MAT graph,
+ * ggml_mul_mat(W, X) with W = B^T (ne0 = K, ne1 = N) and X = A (ne0 = K, ne1 = M), on ggml's CPU backend.
+ *
+ *   ggml_harness M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] [--no-timings]
+ *
+ * The CPU backend is a module ggml loads at run time (GGML_BACKEND_DL): ggml_backend_load_all() scores each
+ * libggml-cpu-*.so in its backend folder against the CPU (riscv_hwprobe) and loads the best, libggml-cpu-riscv64_v.so
+ * on a CPU with V, libggml-cpu-riscv64_0.so without. On success it prints "core <variant>" (the module loaded),
+ * "routine mul_mat", "session_us <n>" (loading and setting up) and "run_us <n>" (the last of --repeat graph
+ * computes; not with --no-timings) and exits 0. A failure is one line on stderr, "ggml_harness: <what>: <message>",
+ * and exit 2 (arguments, files) or 1 (ggml).
+ *
+ * No ggml header: the declarations below are ggml 0.27.0's (ggml.h, ggml-backend.h, ggml-alloc.h), and the one struct
+ * passed by value is ggml_init_params; tensors are reached only through ggml's functions.
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct ggml_context;
+struct ggml_tensor;
+struct ggml_cgraph;
+typedef struct ggml_backend *ggml_backend_t;
+typedef struct ggml_backend_reg *ggml_backend_reg_t;
+typedef struct ggml_backend_device *ggml_backend_dev_t;
+typedef struct ggml_backend_buffer *ggml_backend_buffer_t;
+struct ggml_init_params {
+    size_t mem_size;
+    void *mem_buffer;
+    bool no_alloc;
+};
+enum { GGML_TYPE_F32 = 0, GGML_BACKEND_DEVICE_TYPE_CPU = 0, GGML_STATUS_SUCCESS = 0 };
+typedef void (*ggml_log_callback)(int level, const char *text, void *user_data);
+typedef void (*ggml_backend_set_n_threads_t)(ggml_backend_t, int);
+
+struct ggml_context *ggml_init(struct ggml_init_params);
+struct ggml_tensor *ggml_new_tensor_2d(struct ggml_context *, int type, int64_t ne0, int64_t ne1);
+struct ggml_tensor *ggml_mul_mat(struct ggml_context *, struct ggml_tensor *a, struct ggml_tensor *b);
+struct ggml_cgraph *ggml_new_graph(struct ggml_context *);
+void ggml_build_forward_expand(struct ggml_cgraph *, struct ggml_tensor *);
+size_t ggml_nbytes(const struct ggml_tensor *);
+void ggml_log_set(ggml_log_callback, void *user_data);
+ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context *, ggml_backend_t);
+void ggml_backend_tensor_set(struct ggml_tensor *, const void *data, size_t offset, size_t size);
+void ggml_backend_tensor_get(const struct ggml_tensor *, void *data, size_t offset, size_t size);
+int ggml_backend_graph_compute(ggml_backend_t, struct ggml_cgraph *);
+ggml_backend_reg_t ggml_backend_dev_backend_reg(ggml_backend_dev_t);
+ggml_backend_t ggml_backend_dev_init(ggml_backend_dev_t, const char *params);
+void *ggml_backend_reg_get_proc_address(ggml_backend_reg_t, const char *name);
+void ggml_backend_load_all(void);
+ggml_backend_dev_t ggml_backend_dev_by_type(int type);
+
+static void fail(int code, const char *what, const char *fmt, ...)
+{
+    va_list args;
+    fprintf(stderr, "ggml_harness: %s: ", what);
+    va_start(args, fmt);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
+    fputc('\n', stderr);
+    exit(code);
+}
+
+static void quiet(int level, const char *text, void *user_data)
+{
+    (void)level, (void)text, (void)user_data;  /* ggml's "loaded CPU backend from ..." and the like */
+}
+
+static int64_t now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+static float *read_floats(const char *path, size_t count)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        fail(2, path, "cannot open");
+    float *data = malloc(count * sizeof(float));
+    if (data == NULL)
+        fail(2, path, "out of memory");
+    size_t got = fread(data, sizeof(float), count, f);
+    int more = fgetc(f) != EOF;
+    fclose(f);
+    if (got != count || more)
+        fail(2, path, "holds %s floats than the shape's %zu", more ? "more" : "fewer", count);
+    return data;
+}
+
+static const char *flag_value(const char *arg, const char *flag)
+{
+    size_t n = strlen(flag);
+    return strncmp(arg, flag, n) == 0 ? arg + n : NULL;
+}
+
+static int positive(const char *text, const char *what)
+{
+    char *end;
+    long value = strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || value < 1 || value > 1 << 30)
+        fail(2, what, "'%s' is not a positive integer", text);
+    return (int)value;
+}
+
+/* The CPU module mapped into this process (its file name between "libggml-cpu-" and ".so"), else "unknown"; with
+ * ``copy`` the whole of /proc/self/maps is copied there too. */
+static void loaded_variant(char *variant, size_t size, const char *copy)
+{
+    FILE *maps = fopen("/proc/self/maps", "r"), *out = copy != NULL ? fopen(copy, "w") : NULL;
+    if (maps == NULL || (copy != NULL && out == NULL))
+        fail(2, copy != NULL ? copy : "/proc/self/maps", "cannot copy the maps");
+    snprintf(variant, size, "unknown");
+    char line[4096];
+    while (fgets(line, sizeof line, maps) != NULL) {
+        if (out != NULL)
+            fputs(line, out);
+        char *at = strstr(line, "libggml-cpu-"), *end = at != NULL ? strstr(at, ".so") : NULL;
+        if (at != NULL && end != NULL)
+            snprintf(variant, size, "%.*s", (int)(end - at - 12), at + 12);
+    }
+    fclose(maps);
+    if (out != NULL && fclose(out) != 0)
+        fail(2, copy, "cannot write");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 7)
+        fail(2, "usage", "ggml_harness M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] "
+                         "[--no-timings]");
+    int m = positive(argv[1], "M"), k = positive(argv[2], "K"), n = positive(argv[3], "N");
+    const char *a_path = argv[4], *b_path = argv[5], *c_path = argv[6], *maps = NULL, *value;
+    int threads = 1, repeat = 1, timings = 1;
+    for (int i = 7; i < argc; i++) {
+        if ((value = flag_value(argv[i], "--threads=")) != NULL)
+            threads = positive(value, "--threads");
+        else if ((value = flag_value(argv[i], "--repeat=")) != NULL)
+            repeat = positive(value, "--repeat");
+        else if ((value = flag_value(argv[i], "--maps=@")) != NULL)
+            maps = value;
+        else if (strcmp(argv[i], "--no-timings") == 0)
+            timings = 0;
+        else
+            fail(2, argv[i], "unknown argument");
+    }
+    float *a = read_floats(a_path, (size_t)m * k), *b = read_floats(b_path, (size_t)k * n);
+    float *w = malloc((size_t)k * n * sizeof(float)), *c = malloc((size_t)m * n * sizeof(float));
+    if (w == NULL || c == NULL)
+        fail(2, c_path, "out of memory");
+    for (int64_t col = 0; col < n; col++)  /* W = B^T: row col of W is column col of B */
+        for (int64_t row = 0; row < k; row++)
+            w[col * k + row] = b[row * n + col];
+
+    int64_t start = now_us();
+    ggml_log_set(quiet, NULL);
+    ggml_backend_load_all();
+    ggml_backend_dev_t device = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    ggml_backend_t backend = device != NULL ? ggml_backend_dev_init(device, NULL) : NULL;
+    if (backend == NULL)
+        fail(1, "ggml", "no CPU backend could be loaded from its backend folder");
+    ggml_backend_set_n_threads_t set_threads = (ggml_backend_set_n_threads_t)ggml_backend_reg_get_proc_address(
+        ggml_backend_dev_backend_reg(device), "ggml_backend_set_n_threads");
+    if (set_threads == NULL)
+        fail(1, "ggml", "the CPU backend has no ggml_backend_set_n_threads");
+    set_threads(backend, threads);
+    struct ggml_init_params params = {1 << 20, NULL, true};
+    struct ggml_context *context = ggml_init(params);
+    struct ggml_tensor *wt = ggml_new_tensor_2d(context, GGML_TYPE_F32, k, n);
+    struct ggml_tensor *xt = ggml_new_tensor_2d(context, GGML_TYPE_F32, k, m);
+    struct ggml_tensor *yt = ggml_mul_mat(context, wt, xt);
+    if (ggml_backend_alloc_ctx_tensors(context, backend) == NULL)
+        fail(1, "ggml", "cannot allocate the tensors");
+    ggml_backend_tensor_set(wt, w, 0, ggml_nbytes(wt));
+    ggml_backend_tensor_set(xt, a, 0, ggml_nbytes(xt));
+    struct ggml_cgraph *graph = ggml_new_graph(context);
+    ggml_build_forward_expand(graph, yt);
+    int64_t loaded = now_us(), last = 0;
+
+    for (int r = 0; r < repeat; r++) {
+        int64_t t0 = now_us();
+        int status = ggml_backend_graph_compute(backend, graph);
+        if (status != GGML_STATUS_SUCCESS)
+            fail(1, "ggml", "graph compute returned status %d", status);
+        last = now_us() - t0;
+    }
+    ggml_backend_tensor_get(yt, c, 0, ggml_nbytes(yt));
+    FILE *out = fopen(c_path, "wb");
+    if (out == NULL || fwrite(c, sizeof(float), (size_t)m * n, out) != (size_t)m * n || fclose(out) != 0)
+        fail(2, c_path, "cannot write");
+    char variant[256];
+    loaded_variant(variant, sizeof variant, maps);
+    printf("core %s\nroutine mul_mat\n", variant);
+    if (timings)
+        printf("session_us %lld\nrun_us %lld\n", (long long)(loaded - start), (long long)last);
+    return 0;
+}
