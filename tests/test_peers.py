@@ -170,6 +170,16 @@ def test_a_change_in_the_peer_s_work_fails_naming_it(peers_project):
     result.assert_outcomes(failed=1)
     assert "'s work per call on mlp at rv64gc changed" in result.stdout.str()
     assert "libonnxruntime.so.1.21.0" in result.stdout.str()
+    # a change outside the peer's own library (libc from a newer Debian package on a fresh fetch) is not the peer's
+    # code: it passes, named in a note
+    recorded["per_call_instructions"] += 1000 - 7
+    recorded["libraries"]["libonnxruntime.so.1.21.0"] += 1000
+    recorded["libraries"]["libc.so.6"] = recorded["libraries"].get("libc.so.6", 0) - 7
+    snapshot.write_text(json.dumps(recorded, indent=2) + "\n")
+    outside = peers_project.run(*selection, "-rA")
+    outside.assert_outcomes(passed=1)
+    assert "own code (libonnxruntime*) does the same work per call on mlp at rv64gc; outside it: libc.so.6" in \
+        outside.stdout.str()
 
 
 def test_in_an_ab_the_peer_is_a_fixed_point_iree_moves_against():

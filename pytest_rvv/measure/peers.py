@@ -75,6 +75,7 @@ class PeerWork:
     vector: int  # vector instructions per call
     rss_kb: int | None  # the emulator's peak RSS, one call
     estimate: PeerEstimate | None = None  # est. cycles per call on CORE (None without llvm-mca)
+    own: str = ""  # the file-name prefix of the peer's own libraries ("libggml"): what its snapshot judges
 
     @property
     def vector_share(self) -> float:

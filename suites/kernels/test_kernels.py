@@ -52,7 +52,7 @@ def test_kernel_peer_work_is_as_recorded(rvv_peer, rvv_model, rvv_target, rvv_sn
     work = rvv_peer()
     rvv_judge(agreement_verdict(work.checked))
     rvv_judge(check_peer_work(rvv_snapshot, work.snapshot(), rvv_model.name, rvv_target.name,
-                              strict=request.config.getoption("rvv_strict_baselines")))
+                              strict=request.config.getoption("rvv_strict_baselines"), own=work.own))
 
 
 @pytest.mark.rvv_kernels

@@ -22,7 +22,7 @@ def test_peer_agrees_with_onnxruntime(rvv_peer, rvv_judge):
 def test_peer_work_is_as_recorded(rvv_peer, rvv_model, rvv_target, rvv_snapshot, rvv_judge, request):
     work = rvv_peer()
     rvv_judge(check_peer_work(rvv_snapshot, work.snapshot(), rvv_model.name, rvv_target.name,
-                              strict=request.config.getoption("rvv_strict_baselines")))
+                              strict=request.config.getoption("rvv_strict_baselines"), own=work.own))
 
 
 @pytest.mark.rvv_peers
