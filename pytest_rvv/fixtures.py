@@ -5,7 +5,6 @@ Registered by the plugin at configure time, so they are available wherever pytes
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -480,10 +479,9 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
     def measure(beside: bool = False) -> PeerWork | PeerComparison:
         peer = runner()
         try:  # the peer needs the oracle only: nothing of IREE's (a model IREE cannot compile still runs here)
-            work = dataclasses.replace(
-                measure_peer(rvv_model, rvv_session.oracle(rvv_model), peer,
-                             PeerRuns(rvv_session.store, settings.timeout_s, rvv_session.stages), estimated=beside),
-                own=plugin.library)
+            work = measure_peer(rvv_model, rvv_session.oracle(rvv_model), peer,
+                                PeerRuns(rvv_session.store, settings.timeout_s, rvv_session.stages), estimated=beside,
+                                own=plugin.library)
         except PeerRejected as exc:
             _judged(peer_refused(str(exc)), record_property)
             raise
@@ -493,7 +491,7 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
             iree = measure_iree(request.getfixturevalue("rvv_cell")(), tmp_path)  # IREE's side: its runner now
         except ToolMissing as exc:
             pytest.skip(str(exc))
-        comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work, plugin.name, plugin.library,
+        comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work, plugin.name,
                                     rvv_session.toolchain.compiler_version)
         leave(record_property, peers=comparison.row())
         return comparison

@@ -457,8 +457,8 @@ def _peer_line(name: str, settings: Settings, cells: tuple[KernelCell, ...]) -> 
         return f"rvv: peers: {name} beside each model x riscv64 target (suites/peers/)"
     if not cells:
         return f"rvv: peers: {name} runs beside kernel cells, and none is selected: add --rvv-kernels=ci (for one)"
-    refused = {why for c in cells if (why := peer.serves(c.model, c.target)) is not None}
-    served = sum(1 for c in cells if peer.serves(c.model, c.target) is None)
+    answers = [peer.serves(c.model, c.target) for c in cells]
+    refused, served = {why for why in answers if why is not None}, answers.count(None)
     return (f"rvv: peers: {name} beside {served} of {len(cells)} kernel cells (suites/kernels/)"
             + (f"; not the others: {'; '.join(sorted(refused))}" if refused else ""))
 

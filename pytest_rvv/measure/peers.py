@@ -125,7 +125,6 @@ class PeerComparison:
     iree: IreeWork
     peer: PeerWork
     peer_name: str  # the plug-in (run/peer.py PEERS)
-    library: str  # the file-name prefix of the peer's own code ("libonnxruntime")
     toolchain: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -157,8 +156,8 @@ class PeerComparison:
                                 "est_covered_percent": None if self.peer.estimate is None
                                 else self.peer.estimate.covered_percent,
                                 "libraries": dict(sorted(self.peer.libraries.items(), key=lambda kv: -kv[1])),
-                                "library": self.library,
-                                "library_share_percent": self.peer.library_share(self.library),
+                                "library": self.peer.own,
+                                "library_share_percent": self.peer.library_share(self.peer.own),
                                 "peak_rss_kb": self.peer.rss_kb,
                                 "max_abs_error": self.peer.checked.agreement.max_abs},
                 "ratio": None if self.ratio is None else round(self.ratio, 4),
@@ -179,7 +178,7 @@ def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
 
 
 def measure_peer(model: Model, oracle: Oracle, runner: AnyPeerRunner, runs: PeerRuns,
-                 estimated: bool = False) -> PeerWork:
+                 estimated: bool = False, own: str = "") -> PeerWork:
     """The peer on the model's prepared file and seeded inputs (the oracle's, as IREE's cell): agreement (one call),
     per-call work (two calls less one), peak RSS, and with ``estimated`` its est. cycles per call on CORE. Needs
     nothing of IREE's. Raises RunFailed / PeerRejected (one line
@@ -200,7 +199,7 @@ def measure_peer(model: Model, oracle: Oracle, runner: AnyPeerRunner, runs: Peer
         estimate = estimate_peer(*counted, runner.sysroot, runner.harness, runs.store) \
             if estimated and modelled else None
     return PeerWork(runner.describe(), checked, per_call, sum(one.values()) - per_call,
-                    {k: v for k, v in libraries.items() if v}, vector_two - vector_one, plain.rss_kb, estimate)
+                    {k: v for k, v in libraries.items() if v}, vector_two - vector_one, plain.rss_kb, estimate, own)
 
 
 def measure_iree(cell: Cell, workdir: Path) -> IreeWork:

@@ -23,16 +23,13 @@
  * the two functions it calls itself (cblas.h's signatures, OpenBLAS's 32-bit blasint): it needs no header package.
  */
 #include <dlfcn.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #ifndef BLAS_LIBRARY
 #define BLAS_LIBRARY "/usr/lib/riscv64-linux-gnu/openblas-pthread/libopenblas.so.0"
 #endif
+#define HARNESS "blas_harness"
+#define MATMUL_LIBRARY BLAS_LIBRARY
+#include "matmul_harness.h"
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111 };  /* CblasRowMajor, CblasNoTrans */
 typedef void (*sgemm_fn)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
@@ -41,47 +38,6 @@ typedef void (*sgemv_fn)(int order, int trans, int m, int n, float alpha, const 
                          int incx, float beta, float *y, int incy);
 typedef char *(*corename_fn)(void);
 enum { TRANS = 112 };  /* CblasTrans */
-
-static void fail(int code, const char *what, const char *fmt, ...)
-{
-    va_list args;
-    fprintf(stderr, "blas_harness: %s: ", what);
-    va_start(args, fmt);
-    vfprintf(stderr, fmt, args);
-    va_end(args);
-    fputc('\n', stderr);
-    exit(code);
-}
-
-static int64_t now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
-static float *read_floats(const char *path, size_t count)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        fail(2, path, "cannot open");
-    float *data = malloc(count * sizeof(float));
-    if (data == NULL)
-        fail(2, path, "out of memory");
-    size_t got = fread(data, sizeof(float), count, f);
-    int more = fgetc(f) != EOF;
-    fclose(f);
-    if (got != count || more)
-        fail(2, path, "holds %s floats than the shape's %zu", more ? "more" : "fewer", count);
-    return data;
-}
-
-static void write_floats(const char *path, const float *data, size_t count)
-{
-    FILE *f = fopen(path, "wb");
-    if (f == NULL || fwrite(data, sizeof(float), count, f) != count || fclose(f) != 0)
-        fail(2, path, "cannot write");
-}
 
 static void copy_file(const char *from, const char *to)
 {
@@ -97,50 +53,17 @@ static void copy_file(const char *from, const char *to)
         fail(2, to, "cannot write");
 }
 
-static const char *flag_value(const char *arg, const char *flag)
-{
-    size_t n = strlen(flag);
-    return strncmp(arg, flag, n) == 0 ? arg + n : NULL;
-}
-
-static int positive(const char *text, const char *what)
-{
-    char *end;
-    long value = strtol(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || value < 1 || value > 1 << 30)
-        fail(2, what, "'%s' is not a positive integer", text);
-    return (int)value;
-}
-
 int main(int argc, char **argv)
 {
-    if (argc < 7)
-        fail(2, "usage", "blas_harness M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--library=PATH] "
-                         "[--maps=@maps.txt] [--no-timings]");
-    int m = positive(argv[1], "M"), k = positive(argv[2], "K"), n = positive(argv[3], "N");
-    const char *a_path = argv[4], *b_path = argv[5], *c_path = argv[6];
-    const char *library = BLAS_LIBRARY, *maps = NULL, *threads = "1", *value;
-    int repeat = 1, timings = 1;
-    for (int i = 7; i < argc; i++) {
-        if ((value = flag_value(argv[i], "--threads=")) != NULL) {
-            positive(value, "--threads");
-            threads = value;
-        } else if ((value = flag_value(argv[i], "--repeat=")) != NULL) {
-            repeat = positive(value, "--repeat");
-        } else if ((value = flag_value(argv[i], "--library=")) != NULL) {
-            library = value;
-        } else if ((value = flag_value(argv[i], "--maps=@")) != NULL) {
-            maps = value;
-        } else if (strcmp(argv[i], "--no-timings") == 0) {
-            timings = 0;
-        } else {
-            fail(2, argv[i], "unknown argument");
-        }
-    }
-    float *a = read_floats(a_path, (size_t)m * k), *b = read_floats(b_path, (size_t)k * n);
+    struct matmul_args args = parse_args(argc, argv);
+    int m = args.m, k = args.k, n = args.n;
+    float *a = read_floats(args.a, (size_t)m * k), *b = read_floats(args.b, (size_t)k * n);
     float *c = calloc((size_t)m * n, sizeof(float));
     if (c == NULL)
-        fail(2, c_path, "out of memory");
+        fail(2, args.c, "out of memory");
+    char threads[16];
+    snprintf(threads, sizeof threads, "%d", args.threads);
+    const char *library = args.library;
 
     setenv("OPENBLAS_NUM_THREADS", threads, 1);  /* read when the library loads: no idle workers at one thread */
     int64_t start = now_us();
@@ -155,7 +78,7 @@ int main(int argc, char **argv)
     int64_t loaded = now_us();
 
     int64_t last = 0;
-    for (int r = 0; r < repeat; r++) {
+    for (int r = 0; r < args.repeat; r++) {
         int64_t t0 = now_us();
         if (m == 1)  /* c = B^T a: B is K x N row-major */
             sgemv(ROW_MAJOR, TRANS, k, n, 1.0f, b, n, a, 1, 0.0f, c, 1);
@@ -163,11 +86,11 @@ int main(int argc, char **argv)
             sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
         last = now_us() - t0;
     }
-    write_floats(c_path, c, (size_t)m * n);
-    if (maps != NULL)
-        copy_file("/proc/self/maps", maps);
+    write_floats(args.c, c, (size_t)m * n);
+    if (args.maps != NULL)
+        copy_file("/proc/self/maps", args.maps);
     printf("core %s\nroutine %s\n", corename != NULL ? corename() : "unknown", m == 1 ? "sgemv" : "sgemm");
-    if (timings)
+    if (args.timings)
         printf("session_us %lld\nrun_us %lld\n", (long long)(loaded - start), (long long)last);
     return 0;
 }

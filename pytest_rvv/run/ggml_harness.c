@@ -14,14 +14,11 @@
  * No ggml header: the declarations below are ggml 0.27.0's (ggml.h, ggml-backend.h, ggml-alloc.h), and the one struct
  * passed by value is ggml_init_params; tensors are reached only through ggml's functions.
  */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+
+#define HARNESS "ggml_harness"
+#include "matmul_harness.h"
 
 struct ggml_context;
 struct ggml_tensor;
@@ -56,58 +53,9 @@ void *ggml_backend_reg_get_proc_address(ggml_backend_reg_t, const char *name);
 void ggml_backend_load_all(void);
 ggml_backend_dev_t ggml_backend_dev_by_type(int type);
 
-static void fail(int code, const char *what, const char *fmt, ...)
-{
-    va_list args;
-    fprintf(stderr, "ggml_harness: %s: ", what);
-    va_start(args, fmt);
-    vfprintf(stderr, fmt, args);
-    va_end(args);
-    fputc('\n', stderr);
-    exit(code);
-}
-
 static void quiet(int level, const char *text, void *user_data)
 {
     (void)level, (void)text, (void)user_data;  /* ggml's "loaded CPU backend from ..." and the like */
-}
-
-static int64_t now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
-static float *read_floats(const char *path, size_t count)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        fail(2, path, "cannot open");
-    float *data = malloc(count * sizeof(float));
-    if (data == NULL)
-        fail(2, path, "out of memory");
-    size_t got = fread(data, sizeof(float), count, f);
-    int more = fgetc(f) != EOF;
-    fclose(f);
-    if (got != count || more)
-        fail(2, path, "holds %s floats than the shape's %zu", more ? "more" : "fewer", count);
-    return data;
-}
-
-static const char *flag_value(const char *arg, const char *flag)
-{
-    size_t n = strlen(flag);
-    return strncmp(arg, flag, n) == 0 ? arg + n : NULL;
-}
-
-static int positive(const char *text, const char *what)
-{
-    char *end;
-    long value = strtol(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || value < 1 || value > 1 << 30)
-        fail(2, what, "'%s' is not a positive integer", text);
-    return (int)value;
 }
 
 /* The CPU module mapped into this process (its file name between "libggml-cpu-" and ".so"), else "unknown"; with
@@ -133,28 +81,12 @@ static void loaded_variant(char *variant, size_t size, const char *copy)
 
 int main(int argc, char **argv)
 {
-    if (argc < 7)
-        fail(2, "usage", "ggml_harness M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] "
-                         "[--no-timings]");
-    int m = positive(argv[1], "M"), k = positive(argv[2], "K"), n = positive(argv[3], "N");
-    const char *a_path = argv[4], *b_path = argv[5], *c_path = argv[6], *maps = NULL, *value;
-    int threads = 1, repeat = 1, timings = 1;
-    for (int i = 7; i < argc; i++) {
-        if ((value = flag_value(argv[i], "--threads=")) != NULL)
-            threads = positive(value, "--threads");
-        else if ((value = flag_value(argv[i], "--repeat=")) != NULL)
-            repeat = positive(value, "--repeat");
-        else if ((value = flag_value(argv[i], "--maps=@")) != NULL)
-            maps = value;
-        else if (strcmp(argv[i], "--no-timings") == 0)
-            timings = 0;
-        else
-            fail(2, argv[i], "unknown argument");
-    }
-    float *a = read_floats(a_path, (size_t)m * k), *b = read_floats(b_path, (size_t)k * n);
+    struct matmul_args args = parse_args(argc, argv);
+    int m = args.m, k = args.k, n = args.n;
+    float *a = read_floats(args.a, (size_t)m * k), *b = read_floats(args.b, (size_t)k * n);
     float *w = malloc((size_t)k * n * sizeof(float)), *c = malloc((size_t)m * n * sizeof(float));
     if (w == NULL || c == NULL)
-        fail(2, c_path, "out of memory");
+        fail(2, args.c, "out of memory");
     for (int64_t col = 0; col < n; col++)  /* W = B^T: row col of W is column col of B */
         for (int64_t row = 0; row < k; row++)
             w[col * k + row] = b[row * n + col];
@@ -170,7 +102,7 @@ int main(int argc, char **argv)
         ggml_backend_dev_backend_reg(device), "ggml_backend_set_n_threads");
     if (set_threads == NULL)
         fail(1, "ggml", "the CPU backend has no ggml_backend_set_n_threads");
-    set_threads(backend, threads);
+    set_threads(backend, args.threads);
     struct ggml_init_params params = {1 << 20, NULL, true};
     struct ggml_context *context = ggml_init(params);
     struct ggml_tensor *wt = ggml_new_tensor_2d(context, GGML_TYPE_F32, k, n);
@@ -184,7 +116,7 @@ int main(int argc, char **argv)
     ggml_build_forward_expand(graph, yt);
     int64_t loaded = now_us(), last = 0;
 
-    for (int r = 0; r < repeat; r++) {
+    for (int r = 0; r < args.repeat; r++) {
         int64_t t0 = now_us();
         int status = ggml_backend_graph_compute(backend, graph);
         if (status != GGML_STATUS_SUCCESS)
@@ -192,13 +124,11 @@ int main(int argc, char **argv)
         last = now_us() - t0;
     }
     ggml_backend_tensor_get(yt, c, 0, ggml_nbytes(yt));
-    FILE *out = fopen(c_path, "wb");
-    if (out == NULL || fwrite(c, sizeof(float), (size_t)m * n, out) != (size_t)m * n || fclose(out) != 0)
-        fail(2, c_path, "cannot write");
+    write_floats(args.c, c, (size_t)m * n);
     char variant[256];
-    loaded_variant(variant, sizeof variant, maps);
+    loaded_variant(variant, sizeof variant, args.maps);
     printf("core %s\nroutine mul_mat\n", variant);
-    if (timings)
+    if (args.timings)
         printf("session_us %lld\nrun_us %lld\n", (long long)(loaded - start), (long long)last);
     return 0;
 }

@@ -1,13 +1,13 @@
 """A matmul library as a peer of the kernel suite's f32 cells: a small C harness over the library, cross-built for
 riscv64 and run under the same QEMU CPU as the IREE cell (run/blas_peer.py: OpenBLAS; run/ggml_peer.py: ggml).
 
-Every harness has one command line: ``HARNESS M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt]
-[--no-timings]`` (raw little-endian float32 files), prints ``core <name>`` (the kernel set the library picked on
-this CPU) and ``routine <name>``, and ``session_us``/``run_us`` unless ``--no-timings``; a failure is one line on
-stderr and exit 2 (arguments, files) or 1 (the library). A ``MatmulLibrary`` says how its harness is built;
-``MatmulRunner`` answers to the same calls as the ONNX Runtime runner (run/peer.py), so its runs are recorded by
-content the same way (``PeerRuns``): plain (outputs, peak RSS), and counted with one and two calls (their difference
-is one call's work, loading the library excluded).
+Every harness has one command line (run/matmul_harness.h, which each includes): ``HARNESS M K N A.f32 B.f32 C.f32
+[--threads=N] [--repeat=N] [--maps=@maps.txt] [--no-timings]`` (raw little-endian float32 files), prints ``core
+<name>`` (the kernel set the library picked on this CPU) and ``routine <name>``, and ``session_us``/``run_us``
+unless ``--no-timings``; a failure is one line on stderr and exit 2 (arguments, files) or 1 (the library). A
+``MatmulLibrary`` says how its harness is built; ``MatmulRunner`` answers to the same calls as the ONNX Runtime
+runner (run/peer.py), so its runs are recorded by content the same way (``PeerRuns``): plain (outputs, peak RSS),
+and counted with one and two calls (their difference is one call's work, loading the library excluded).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ CLANG = "clang-22"
 FLAGS = ("--target=riscv64-linux-gnu", "-march=rv64gc", "-mabi=lp64d", "-O2", "-Wall", "-Werror")
 RUN_TIMEOUT_S = 1800.0
 DTYPE = "float32"  # what the harnesses multiply
+SHARED = "matmul_harness.h"  # what every harness includes: its failures, clock, files and command line
 
 
 @dataclass(frozen=True)
@@ -61,18 +62,20 @@ def build_harness(library: MatmulLibrary, sysroot: PeerSysroot, tools_dir: Path 
     if clang is None:
         raise ToolMissing(f"{CLANG} not found (it builds the {library.title} peer harness): apt-get install clang-22 "
                           "(or bash scripts/setup.sh system)")
-    source = files("pytest_rvv.run").joinpath(library.source).read_text()
+    sources = {name: files("pytest_rvv.run").joinpath(name).read_text() for name in (library.source, SHARED)}
     extra = library.build_flags(sysroot)
-    key = digest([library.recipe, source, version_output(clang), *FLAGS, *extra, sysroot.version,
+    key = digest([library.recipe, *sources.values(), version_output(clang), *FLAGS, *extra, sysroot.version,
                   content_sha(sysroot.path / MARKER)])
 
     def build(tmp: Path) -> dict[str, object]:
         work = tmp / ".src"
         work.mkdir()
-        (work / library.source).write_text(source)
+        for name, text in sources.items():  # the shared header beside the harness, which includes it
+            (work / name).write_text(text)
         result = run_process([str(clang), *FLAGS, "-o", tmp / library.executable, work / library.source, *extra],
                              timeout_s=300)
-        (work / library.source).unlink()
+        for name in sources:
+            (work / name).unlink()
         work.rmdir()
         if not result.ok:
             raise ToolMissing(f"building the {library.title} peer harness failed: "

@@ -1,0 +1,106 @@
+/*
+ * matmul_harness.h: what every matmul peer harness shares (run/matmul_peer.py builds each with this beside it): its
+ * one-line failures, its clock, its raw float32 files and its one command line,
+ *
+ *   HARNESS M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] [--no-timings] [--library=PATH]
+ *
+ * (--library only where the harness defines MATMUL_LIBRARY, its default). Define HARNESS (the program's name in its
+ * messages) before including it.
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void fail(int code, const char *what, const char *fmt, ...)
+{
+    va_list args;
+    fprintf(stderr, HARNESS ": %s: ", what);
+    va_start(args, fmt);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
+    fputc('\n', stderr);
+    exit(code);
+}
+
+static int64_t now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+static float *read_floats(const char *path, size_t count)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        fail(2, path, "cannot open");
+    float *data = malloc(count * sizeof(float));
+    if (data == NULL)
+        fail(2, path, "out of memory");
+    size_t got = fread(data, sizeof(float), count, f);
+    int more = fgetc(f) != EOF;
+    fclose(f);
+    if (got != count || more)
+        fail(2, path, "holds %s floats than the shape's %zu", more ? "more" : "fewer", count);
+    return data;
+}
+
+static void write_floats(const char *path, const float *data, size_t count)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(data, sizeof(float), count, f) != count || fclose(f) != 0)
+        fail(2, path, "cannot write");
+}
+
+static const char *flag_value(const char *arg, const char *flag)
+{
+    size_t n = strlen(flag);
+    return strncmp(arg, flag, n) == 0 ? arg + n : NULL;
+}
+
+static int positive(const char *text, const char *what)
+{
+    char *end;
+    long value = strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || value < 1 || value > 1 << 30)
+        fail(2, what, "'%s' is not a positive integer", text);
+    return (int)value;
+}
+
+struct matmul_args {
+    int m, k, n, threads, repeat, timings;
+    const char *a, *b, *c, *maps, *library;
+};
+
+static struct matmul_args parse_args(int argc, char **argv)
+{
+#ifdef MATMUL_LIBRARY
+    const char *library = MATMUL_LIBRARY, *library_flag = " [--library=PATH]";
+#else
+    const char *library = NULL, *library_flag = "";
+#endif
+    if (argc < 7)
+        fail(2, "usage", HARNESS " M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] "
+                         "[--no-timings]%s", library_flag);
+    struct matmul_args args = {positive(argv[1], "M"), positive(argv[2], "K"), positive(argv[3], "N"), 1, 1, 1,
+                               argv[4], argv[5], argv[6], NULL, library};
+    const char *value;
+    for (int i = 7; i < argc; i++) {
+        if ((value = flag_value(argv[i], "--threads=")) != NULL)
+            args.threads = positive(value, "--threads");
+        else if ((value = flag_value(argv[i], "--repeat=")) != NULL)
+            args.repeat = positive(value, "--repeat");
+        else if ((value = flag_value(argv[i], "--maps=@")) != NULL)
+            args.maps = value;
+        else if (strcmp(argv[i], "--no-timings") == 0)
+            args.timings = 0;
+        else if (library != NULL && (value = flag_value(argv[i], "--library=")) != NULL)
+            args.library = value;
+        else
+            fail(2, argv[i], "unknown argument");
+    }
+    return args;
+}
