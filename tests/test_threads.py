@@ -1,4 +1,4 @@
-"""Work per thread (run/threaded.py, run/rvv_threads.c, measure/threads.py): a module run as boards run it,
+"""Work per thread (run/threaded.py, run/rvv_counter.c, measure/threads.py): a module run as boards run it,
 ``--device=local-task`` with N workers under QEMU, counted per guest thread, against the one-thread run.
 
 Real iree-compile, QEMU and onnxruntime. The cell with many workgroups is iree issue 24932's 540x516x332 f32 matmul on
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pytest_rvv.base.errors import ConfigError, RunFailed
+from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import CORES, MAX_THREADS
 from pytest_rvv.config.kernels import kernels
@@ -18,6 +19,7 @@ from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.executed import measure_executed
 from pytest_rvv.measure.silicon import estimate
 from pytest_rvv.measure.threads import NAMESPACE, measure_threads
+from pytest_rvv.run.recorded import RecordedRuns
 from pytest_rvv.run.threaded import ThreadedRunner, check_threads
 from pytest_rvv.session import Cell, RvvSession
 
@@ -73,6 +75,20 @@ def test_workgroups_and_dispatch_instructions_over_threads_sum_to_the_one_thread
     assert {k: d.total_instructions for k, d in profile.dispatches.items()} == one.per_dispatch
     busy = {t for d in profile.dispatches.values() for t in d.busy}
     assert busy <= set(profile.workers)  # only the task system's workers (local-sync: the main thread) take any
+
+
+def test_the_one_thread_profile_is_the_counted_run_emulated_once(few, tmp_path):
+    """At one thread (local-sync) the command is the counted run's, with the same counter: one emulation gives the
+    executed counts and the thread profile, and the profile's totals are that run's."""
+    store, stages = Store(tmp_path / "store"), Stages()
+    runs = dataclasses.replace(few.runs, runs=RecordedRuns(store, few.timeout_s, stages=stages), store=store)
+    cell = dataclasses.replace(few, store=store, stages=stages, runs=runs)
+    one = measure_executed(cell, tmp_path / "one")
+    profile = measure_threads(cell, tmp_path / "n", 1)
+    assert stages.totals["emulate"][2] == 1  # the counted run, once
+    assert not [p for p in (tmp_path / "store" / NAMESPACE).glob("*/*") if p.is_dir()]  # no run of its own
+    assert sum(profile.totals.values()) == one.counts.total
+    assert {k: d.total_instructions for k, d in profile.dispatches.items()} == one.per_dispatch
 
 
 def test_with_4_threads_more_than_one_thread_takes_workgroups_of_a_dispatch_with_many(many, tmp_path):

@@ -1,4 +1,4 @@
-"""The one reader of the QEMU plugins' output (run/rvv_counter.c, rvv_memtrace.c, rvv_threads.c).
+"""The one reader of the QEMU plugins' output (run/rvv_counter.c, rvv_memtrace.c).
 
 Each plugin writes a header ``<name> 1 <target>`` and one line per record, its kind first; every plugin writes the
 translated blocks it saw the same way: ``tb <vaddr hex> <insns> <execs> <varith> <vmem> <vset> [<first bytes hex>]``.

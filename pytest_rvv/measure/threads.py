@@ -1,7 +1,9 @@
 """Work per thread: a module run as boards run it (``--device=local-task`` with N workers) under QEMU with the
-rvv_threads plugin, its executed blocks counted per guest thread (each its own vCPU in user mode) and attributed to
-dispatches as the executed counts are (measure/counts.py): per dispatch and thread, the workgroups taken (calls of
-the dispatch function) and the instructions executed; per thread, the runtime's own work outside the dispatches.
+rvv_counter plugin, its executed blocks counted per guest thread (each its own vCPU in user mode: its ``tv`` lines)
+and attributed to dispatches as the executed counts are (measure/counts.py): per dispatch and thread, the workgroups
+taken (calls of the dispatch function) and the instructions executed; per thread, the runtime's own work outside the
+dispatches. At one thread (``local-sync``) that run is the cell's counted run itself (run/recorded.py): the same
+command, the same plugin, so it is emulated once for both.
 
 Est. cycles per thread and dispatch come from llvm-mca on the thread's own executed blocks (measure/silicon.py's
 estimate run on that thread's counts), not from a share of the whole dispatch's estimate. A dispatch's time at N
@@ -26,8 +28,10 @@ from typing import Any
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import Core
+from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.counts import ExecutedCounts, loaded_libraries, walk_blocks
 from pytest_rvv.measure.disassembly import OUTSIDE
 from pytest_rvv.measure.plugin_output import Block, records
@@ -35,12 +39,13 @@ from pytest_rvv.measure.plugin_output import block as block_record
 from pytest_rvv.measure.plugin_run import plugin_run
 from pytest_rvv.measure.silicon import estimate
 from pytest_rvv.measure.static import dispatch_key, natural_order
-from pytest_rvv.run.qemu_plugin import build_threads_plugin, threads_option
+from pytest_rvv.run.qemu_plugin import build_plugin, plugin_option
+from pytest_rvv.run.recorded import COUNTED
 from pytest_rvv.run.threaded import ThreadedRunner
 from pytest_rvv.session import Cell
 
 NAMESPACE = "threads"
-RECIPE = "threads-v1"
+RECIPE = "threads-v2"  # v2: the counter's per-vCPU lines (run/rvv_counter.c), not a plugin of its own
 
 
 @dataclass
@@ -62,16 +67,22 @@ class ThreadCounts:
 
 
 def parse_threads(text: str, source: Path) -> ThreadCounts:
-    """The plugin's output (each ``tv`` line belongs to the ``tb`` line before it)."""
-    target, lines = records(text, source, "rvv-threads")
-    counts = ThreadCounts(target, 0, [], [])
+    """The counter's output per thread: each ``tv`` line belongs to the ``tb`` line before it, and a block without
+    any ran on vCPU 0 (the main thread) alone."""
+    target, lines = records(text, source, "rvv-counter")
+    counts = ThreadCounts(target, 1, [], [])
+    split = False  # the current block has tv lines
     for fields in lines:
         if fields[0] == "vcpus":
             counts.vcpus = int(fields[1])
         elif fields[0] == "tb":
             counts.blocks.append(block_record(fields))
-            counts.per_vcpu.append({})
+            counts.per_vcpu.append({0: counts.blocks[-1].execs})
+            split = False
         elif fields[0] == "tv":
+            if not split:
+                counts.per_vcpu[-1].clear()
+                split = True
             counts.per_vcpu[-1][int(fields[2])] = int(fields[3])
     return counts
 
@@ -339,9 +350,10 @@ def estimate_threads(counts: ThreadCounts, dispatches: dict[str, DispatchThreads
 
 
 def measure_threads(cell: Cell, workdir: Path, threads: int, cores: tuple[Core, ...] = ()) -> ThreadProfile:
-    """Run the cell's module once under QEMU with ``threads`` workers (1: local-sync) and the per-thread counter,
-    kept in the store by content (module, runtime, QEMU and its CPU, plugin, inputs, threads). The run's outputs must
-    agree with onnxruntime: nothing is kept from a run whose result is wrong, nor from one killed at the timeout.
+    """Run the cell's module once under QEMU with ``threads`` workers and the counter, kept in the store by content
+    (module, runtime, QEMU and its CPU, plugin, inputs, threads); one thread (local-sync) is the cell's counted run.
+    The run's outputs must agree with onnxruntime: nothing is kept from a run whose result is wrong, nor from one
+    killed at the timeout.
     A thread count the target's part cannot run (0, above its harts) is one ConfigError line. ``cores``: est. cycles
     per thread on them (llvm-mca)."""
     runner, oracle = cell.given()
@@ -349,15 +361,24 @@ def measure_threads(cell: Cell, workdir: Path, threads: int, cores: tuple[Core, 
         raise ValueError(f"work per thread needs an emulated target: {runner.target.name} runs "
                          f"{runner.capabilities.where}")
     threaded = ThreadedRunner.like(runner, threads)
-    plugin = build_threads_plugin(cell.store)
-    run = plugin_run(cell, threaded, oracle, workdir, namespace=NAMESPACE, recipe=RECIPE, plugin=plugin,
-                     key=(str(threads),), output="threads.txt", qemu_args=lambda out: threads_option(plugin, out),
-                     what=f"with {threads} threads")
-    counts = parse_threads(run.output.read_text(), run.output)
+    if threads == 1 and cell.runs is not None:  # local-sync: the very run the executed counts come from
+        recorded = cell.runs.run(COUNTED, workdir)
+        agreement = compare(recorded.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
+        if not agreement.ok or recorded.counts is None:
+            raise RvvError(f"{cell.model.name} on {runner.target.name} with 1 thread disagrees with onnxruntime\n"
+                           f"{agreement.report()}")
+        output, wall_s = recorded.counts, recorded.wall_s
+    else:
+        plugin = build_plugin(cell.store)
+        run = plugin_run(cell, threaded, oracle, workdir, namespace=NAMESPACE, recipe=RECIPE, plugin=plugin,
+                         key=(str(threads),), output="counts.txt",
+                         qemu_args=lambda out: plugin_option(plugin, out, False), what=f"with {threads} threads")
+        output, wall_s = run.output, run.wall_s
+    counts = parse_threads(output.read_text(), output)
     artifact = cell.artifact
     static = runner.runtime.executable if runner.runtime.sysroot is None else None  # a static runtime's symbols
     dispatches, totals, runtime = attribute_threads(counts, artifact.executables, runner.target.arch, static)
     if cores:
         estimate_threads(counts, dispatches, artifact.executables, runner.target.arch, cores, cell.store)
-    return ThreadProfile(threads, counts.vcpus, dispatches, totals, runtime, run.wall_s,
+    return ThreadProfile(threads, counts.vcpus, dispatches, totals, runtime, wall_s,
                          tuple(c.name for c in cores), static is not None and bool(runtime_functions(static)[0]))

@@ -50,15 +50,3 @@ def memtrace_option(plugin: Path, out: Path, cache: tuple[int, int, int, int, in
     if per_element:
         argument += ",per-element=on"
     return ("-plugin", argument)
-
-
-THREADS_SOURCES = ("rvv_threads.c", "qemu_plugin_api.h", "rvv_blocks.h")
-
-
-def build_threads_plugin(store: Store) -> Path:
-    """Compile rvv_threads.c (executed blocks per vCPU: per guest thread in user mode), cached like the counter."""
-    return build_c(store, "pytest_rvv.run", THREADS_SOURCES, "rvv_threads.so", shared=True)
-
-
-def threads_option(plugin: Path, out: Path) -> tuple[str, str]:
-    return ("-plugin", f"{plugin},out={out}")

@@ -1,5 +1,5 @@
 /*
- * rvv_blocks.h: what the project's QEMU plugins (rvv_counter.c, rvv_memtrace.c, rvv_threads.c) share.
+ * rvv_blocks.h: what the project's QEMU plugins (rvv_counter.c, rvv_memtrace.c) share.
  *
  * Every translated block is kept with an inline per-vCPU execution count (one scoreboard add per execution, no
  * callback) and its first bytes, a contiguous prefix of its code that Python (pytest_rvv.measure.counts) finds in
@@ -75,6 +75,23 @@ static inline void block_write(FILE *f, const Block *b)
         fprintf(f, "%02x", b->head[i]);
     }
     fputc('\n', f);
+}
+
+/* The block's executions per vCPU (in user mode, per guest thread): tv <vaddr> <vcpu> <execs>, one line per vCPU
+ * that ran it, and none at all when only vCPU 0 (the main thread) did: a one-thread run stays as short as it was. */
+static inline void block_write_vcpus(FILE *f, const Block *b, int vcpus)
+{
+    uint64_t *main_execs = qemu_plugin_scoreboard_find(b->execs, 0);
+    qemu_plugin_u64 counter = {b->execs, 0};
+    if (*main_execs == qemu_plugin_u64_sum(counter)) {
+        return;
+    }
+    for (int cpu = 0; cpu < vcpus; cpu++) {
+        uint64_t *execs = qemu_plugin_scoreboard_find(b->execs, cpu);
+        if (*execs) {
+            fprintf(f, "tv %" PRIx64 " %d %" PRIu64 "\n", b->vaddr, cpu, *execs);
+        }
+    }
 }
 
 /* A register's value (the first 8 bytes QEMU gives), with a buffer per host thread. */

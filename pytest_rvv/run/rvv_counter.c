@@ -1,19 +1,23 @@
 /*
  * rvv_counter: a QEMU TCG plugin counting executed instructions per translation block.
  *
- * Cheap by construction: every TB gets one inline scoreboard add per execution (no callback);
- * its instructions are classified once, at translation (RISC-V: RVV arithmetic / memory /
- * vset*). With elements=on, vector instructions additionally get a callback reading the vl and
+ * Cheap by construction: every TB gets one inline per-vCPU scoreboard add per execution (no
+ * callback); its instructions are classified once, at translation (RISC-V: RVV arithmetic / memory /
+ * vset*). In user mode every guest thread is its own vCPU (QEMU gives each new thread the next free
+ * cpu_index), so a multi-threaded runtime's work splits by thread from the same counts (tv lines). With elements=on, vector instructions additionally get a callback reading the vl and
  * vtype CSRs, to sum the elements processed and VLMAX (lane occupancy) per instruction address.
  *
  * Arguments: out=FILE (required), elements=on|off (default off).
  * Output (text, at exit):
  *   rvv-counter 1 <target_name>
+ *   vcpus <n>                                    (guest threads seen)
  *   vlen <bits>                                  (elements=on, riscv64 with V)
  *   tb <vaddr> <n_insns> <execs> <varith> <vmem> <vset> <first bytes hex>
+ *   tv <vaddr> <vcpu> <execs>                    (the tb line's block, per vCPU that ran it; none when only vCPU 0 did)
  *   el <class> <executions> <sum vl> <sum vlmax>  (elements=on; class: varith|vmem)
  *   ei <vaddr> <class> <executions> <sum vl> <sum vlmax>  (elements=on; one per translated vector instruction)
- * Python (pytest_rvv.measure.counts) aggregates and attributes the blocks to dispatches.
+ * Python (pytest_rvv.measure.counts) aggregates and attributes the blocks to dispatches; pytest_rvv.measure.threads
+ * thread by thread.
  */
 #include "qemu_plugin_api.h"
 #include "rvv_blocks.h"
@@ -124,18 +128,20 @@ static void write_counts(qemu_plugin_id_t id, void *udata)
     if (!f) {
         return;
     }
-    fprintf(f, "rvv-counter 1 %s\n", target);
+    int vcpus = qemu_plugin_num_vcpus();
+    fprintf(f, "rvv-counter 1 %s\nvcpus %d\n", target, vcpus);
     if (count_elements) {
         fprintf(f, "vlen %" PRIu64 "\n", vlen_bits);
     }
     for (Block *b = blocks; b; b = b->next) {
         block_write(f, b);
+        block_write_vcpus(f, b, vcpus);
     }
     if (count_elements) {
         Elements total[2] = {{0}};
         for (Insn *r = insns; r; r = r->next) {
             Elements sum = {0};
-            for (int cpu = 0; cpu < qemu_plugin_num_vcpus(); cpu++) { /* user mode: threads are vCPUs */
+            for (int cpu = 0; cpu < vcpus; cpu++) { /* user mode: threads are vCPUs */
                 Elements *e = qemu_plugin_scoreboard_find(r->sums, cpu);
                 sum.executions += e->executions;
                 sum.sum_vl += e->sum_vl;

@@ -1,5 +1,5 @@
 """A runner that runs modules as boards run them: ``--device=local-task`` with N workers, under QEMU user mode (each
-guest thread a host thread and its own vCPU: run/rvv_threads.c counts them apart)."""
+guest thread a host thread and its own vCPU: run/rvv_counter.c counts them apart)."""
 
 from __future__ import annotations
 
