@@ -58,10 +58,25 @@ SRC
         python3-venv python3-dev >/dev/null
 }
 
+# QEMU's own code compiled for x86-64-v3 (AVX2, FMA) where the host runs it: QEMU's JIT emits AVX2 and leaves the
+# upper halves of the YMM registers dirty inside a translated block, so its legacy-SSE float helpers (softfloat's
+# float32_muladd around glibc's VEX fmaf) paid an SSE/AVX transition on every call: the f16 1024^3 inner-tiled matmul
+# took 164 s under QEMU built as Debian does and 45 s built this way, with bit-identical outputs (docs/ci.md).
+# A host without x86-64-v3 (and a cached build made for another choice) gets the portable build.
+qemu_cflags() {
+    if [ "$(uname -m)" = x86_64 ] && /lib64/ld-linux-x86-64.so.2 --help 2>/dev/null \
+        | grep -q 'x86-64-v3 (supported'; then
+        echo "-march=x86-64-v3"
+    fi
+}
+
 setup_qemu() {
+    local cflags
+    cflags=$(qemu_cflags)
     if [ -x "$QEMU_PREFIX/bin/qemu-riscv64" ] && [ -x "$QEMU_PREFIX/bin/qemu-aarch64" ] \
-        && [ -f "$QEMU_PREFIX/include/qemu-plugin.h" ]; then
-        log "QEMU $QEMU_VERSION already built in $QEMU_PREFIX"
+        && [ -f "$QEMU_PREFIX/include/qemu-plugin.h" ] \
+        && [ "$(cat "$QEMU_PREFIX/build-cflags" 2>/dev/null)" = "cflags=$cflags" ]; then
+        log "QEMU $QEMU_VERSION already built in $QEMU_PREFIX${cflags:+ ($cflags)}"
         return
     fi
     local work
@@ -83,13 +98,13 @@ setup_qemu() {
     log "creating a build venv with meson and pycotap"
     "$PYTHON" -m venv "$work/venv"
     "$work/venv/bin/pip" install -q 'meson>=1.5' 'pycotap==1.3.1'
-    log "configuring QEMU (riscv64 and aarch64 user mode, plugins on)"
+    log "configuring QEMU (riscv64 and aarch64 user mode, plugins on${cflags:+, $cflags})"
     mkdir -p "$src/build"
     (cd "$src/build" && PATH="$work/venv/bin:$PATH" ../configure \
         --prefix="$QEMU_PREFIX" \
         --target-list=riscv64-linux-user,aarch64-linux-user \
         --enable-plugins --disable-system --disable-tools --disable-docs \
-        --disable-install-blobs --disable-werror \
+        --disable-install-blobs --disable-werror ${cflags:+--extra-cflags="$cflags"} \
         --python="$work/venv/bin/python3" >"$work/configure.log" 2>&1) \
         || { tail -n 30 "$work/configure.log" >&2; exit 1; }
     log "building QEMU (make -j$(nproc)); takes about 3 minutes on 2 cores"
@@ -100,6 +115,7 @@ setup_qemu() {
     mkdir -p "$staging/bin" "$staging/include"
     cp "$src/build/qemu-riscv64" "$src/build/qemu-aarch64" "$staging/bin/"
     cp "$src/include/qemu/qemu-plugin.h" "$staging/include/"
+    echo "cflags=$cflags" >"$staging/build-cflags"
     rm -rf "$QEMU_PREFIX"
     mv "$staging" "$QEMU_PREFIX"
     log "QEMU $QEMU_VERSION installed in $QEMU_PREFIX: $("$QEMU_PREFIX/bin/qemu-riscv64" --version | head -n 1)"
