@@ -119,7 +119,8 @@ class RvvSession:
         """This machine's identity (name and fingerprint) for machine-bound baselines."""
         try:
             qemu = self.qemu("riscv64")
-            emulator = f"qemu {qemu.version_text}" + (" plugins" if qemu.supports_plugins else "")
+            emulator = (f"qemu {qemu.version_text}" + (" plugins" if qemu.supports_plugins else "")
+                        + (f" {qemu.build_cflags.removeprefix('-march=')}" if qemu.build_cflags else ""))
         except RvvError:
             emulator = "no qemu"
         return this_machine(self.settings.machine, emulator)

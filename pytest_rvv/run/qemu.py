@@ -35,6 +35,16 @@ class Qemu:
         return "Could not load plugin" in proc.stderr or "could not load" in proc.stderr.lower()
 
 
+    @property
+    def build_cflags(self) -> str | None:
+        """The extra C flags scripts/setup.sh built it with (``-march=x86-64-v3`` where the host runs that: QEMU's
+        float helpers then avoid an SSE/AVX transition per call), "" for a portable build, None when setup did not
+        build it."""
+        recorded = self.path.parent.parent / "build-cflags"
+        if not recorded.is_file():
+            return None
+        return recorded.read_text().strip().removeprefix("cflags=")
+
     @functools.cached_property
     def cpu_models(self) -> frozenset[str]:
         """The CPU models ``-cpu help`` lists (e.g. ``rv64``, ``rva23u64``, ``max``)."""
