@@ -62,12 +62,13 @@ SRC
 # upper halves of the YMM registers dirty inside a translated block, so its legacy-SSE float helpers (softfloat's
 # float32_muladd around glibc's VEX fmaf) paid an SSE/AVX transition on every call: the f16 1024^3 inner-tiled matmul
 # took 164 s under QEMU built as Debian does and 45 s built this way, with bit-identical outputs (docs/ci.md).
-# A host without x86-64-v3 (and a cached build made for another choice) gets the portable build.
+# A host without x86-64-v3 gets the portable build (as every build before this choice was: a build without a record
+# counts as portable); a cached build made for the other choice is built again.
 qemu_cflags() {
-    if [ "$(uname -m)" = x86_64 ] && /lib64/ld-linux-x86-64.so.2 --help 2>/dev/null \
-        | grep -q 'x86-64-v3 (supported'; then
-        echo "-march=x86-64-v3"
-    fi
+    [ "$(uname -m)" = x86_64 ] || return 0
+    local help  # read whole: under pipefail, 'ld.so --help | grep -q' can fail on SIGPIPE after a match
+    help=$(/lib64/ld-linux-x86-64.so.2 --help 2>/dev/null) || return 0
+    case $help in *"x86-64-v3 (supported"*) echo "-march=x86-64-v3" ;; esac
 }
 
 setup_qemu() {
@@ -75,7 +76,7 @@ setup_qemu() {
     cflags=$(qemu_cflags)
     if [ -x "$QEMU_PREFIX/bin/qemu-riscv64" ] && [ -x "$QEMU_PREFIX/bin/qemu-aarch64" ] \
         && [ -f "$QEMU_PREFIX/include/qemu-plugin.h" ] \
-        && [ "$(cat "$QEMU_PREFIX/build-cflags" 2>/dev/null)" = "cflags=$cflags" ]; then
+        && [ "$(cat "$QEMU_PREFIX/build-cflags" 2>/dev/null || echo cflags=)" = "cflags=$cflags" ]; then
         log "QEMU $QEMU_VERSION already built in $QEMU_PREFIX${cflags:+ ($cflags)}"
         return
     fi

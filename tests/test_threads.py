@@ -66,7 +66,8 @@ def test_outputs_at_4_threads_equal_local_sync_s(many, tmp_path):
 def test_workgroups_and_dispatch_instructions_over_threads_sum_to_the_one_thread_counts(which, threads, request,
                                                                                         tmp_path):
     """Exactly: dispatch code executes the same instructions whichever thread runs a workgroup (the one-thread
-    figures are the counting plugin's own, rvv_counter, in a local-sync run)."""
+    figures are the executed attribution's, measure/counts.py; at one thread the profile reads that same counted run
+    through its own per-thread attribution, which must agree with it)."""
     cell = request.getfixturevalue(which)
     one = measure_executed(cell, tmp_path / "one")
     profile = measure_threads(cell, tmp_path / "n", threads)

@@ -327,8 +327,8 @@ def add_traffic(cell: Cell, result: PerfResult, wall: WallRequest) -> None:
     """Memory traffic per dispatch on ``wall``'s core's modelled caches (measure/traffic.py: one traced run, kept in
     the store by content), each dispatch marked ``at_load`` when it ran only while the module loaded (its executed
     count is all one-time work), and the call's estimated wall time at each of ``wall``'s thread counts
-    (measure/walltime.py: one local-task run per thread count, kept by content): seconds and what bounds it. A note
-    instead of what cannot be measured."""
+    (measure/walltime.py: one local-task run per thread count above one, the counted run at one, kept by content):
+    seconds and what bounds it. A note instead of what cannot be measured."""
     if result.disagreement is not None or cell.runner is None or not cell.runner.capabilities.counted:
         return
     core = wall.core.name

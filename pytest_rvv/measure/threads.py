@@ -77,7 +77,8 @@ def parse_threads(text: str, source: Path) -> ThreadCounts:
             counts.vcpus = int(fields[1])
         elif fields[0] == "tb":
             counts.blocks.append(block_record(fields))
-            counts.per_vcpu.append({0: counts.blocks[-1].execs})
+            execs = counts.blocks[-1].execs
+            counts.per_vcpu.append({0: execs} if execs else {})
             split = False
         elif fields[0] == "tv":
             if not split:
@@ -363,8 +364,11 @@ def measure_threads(cell: Cell, workdir: Path, threads: int, cores: tuple[Core, 
     threaded = ThreadedRunner.like(runner, threads)
     if threads == 1 and cell.runs is not None:  # local-sync: the very run the executed counts come from
         recorded = cell.runs.run(COUNTED, workdir)
+        if recorded.counts is None:
+            raise RvvError(f"{cell.model.name} on {runner.target.name}: the counted run wrote no counts (did QEMU "
+                           "load the counting plugin?)")
         agreement = compare(recorded.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
-        if not agreement.ok or recorded.counts is None:
+        if not agreement.ok:
             raise RvvError(f"{cell.model.name} on {runner.target.name} with 1 thread disagrees with onnxruntime\n"
                            f"{agreement.report()}")
         output, wall_s = recorded.counts, recorded.wall_s

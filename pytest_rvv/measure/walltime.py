@@ -216,9 +216,9 @@ def estimate_wall(profile: ThreadProfile, traffic: Traffic, core: Core, split: s
 
 def estimate_cell(cell: Cell, workdir: Path, core: Core, threads: int, traffic: Traffic | None = None,
                   split: str = "even") -> WallEstimate:
-    """A cell's estimated wall time on ``core`` at ``threads`` workers: one ``local-task`` run with the per-thread
-    counter and one traced run through ``core``'s caches (or ``traffic``, when measured already), each kept in the
-    store by content, so a second estimate of the same cell runs nothing."""
+    """A cell's estimated wall time on ``core`` at ``threads`` workers: one ``local-task`` run with the counter (at
+    one thread the cell's counted run) and one traced run through ``core``'s caches (or ``traffic``, when measured
+    already), each kept in the store by content, so a second estimate of the same cell runs nothing."""
     profile = measure_threads(cell, workdir / f"threads-{threads}", threads, cores=(core,))
     moved = traffic if traffic is not None else measure_traffic(cell, workdir / "traffic", core.name)
     return estimate_wall(profile, moved, core, split)

@@ -34,7 +34,6 @@ class Qemu:
                               capture_output=True, text=True, timeout=60)
         return "Could not load plugin" in proc.stderr or "could not load" in proc.stderr.lower()
 
-
     @property
     def build_cflags(self) -> str | None:
         """The extra C flags scripts/setup.sh built it with (``-march=x86-64-v3`` where the host runs that: QEMU's

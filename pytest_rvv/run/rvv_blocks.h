@@ -78,7 +78,8 @@ static inline void block_write(FILE *f, const Block *b)
 }
 
 /* The block's executions per vCPU (in user mode, per guest thread): tv <vaddr> <vcpu> <execs>, one line per vCPU
- * that ran it, and none at all when only vCPU 0 (the main thread) did: a one-thread run stays as short as it was. */
+ * that ran it, and none at all when only vCPU 0 (the main thread) did: the blocks the main thread alone ran (nearly
+ * all of a local-sync run's) cost no line. */
 static inline void block_write_vcpus(FILE *f, const Block *b, int vcpus)
 {
     uint64_t *main_execs = qemu_plugin_scoreboard_find(b->execs, 0);

@@ -10,10 +10,12 @@
  * Arguments: out=FILE (required), elements=on|off (default off).
  * Output (text, at exit):
  *   rvv-counter 1 <target_name>
- *   vcpus <n>                                    (guest threads seen)
+ *   vcpus <n>                                    (QEMU's highest vCPU index + 1: a thread started after one
+ *                                                 exited may reuse its index)
  *   vlen <bits>                                  (elements=on, riscv64 with V)
  *   tb <vaddr> <n_insns> <execs> <varith> <vmem> <vset> <first bytes hex>
- *   tv <vaddr> <vcpu> <execs>                    (the tb line's block, per vCPU that ran it; none when only vCPU 0 did)
+ *   tv <vaddr> <vcpu> <execs>                    (the tb line's block, per vCPU that ran it;
+ *                                                 none when only vCPU 0 did)
  *   el <class> <executions> <sum vl> <sum vlmax>  (elements=on; class: varith|vmem)
  *   ei <vaddr> <class> <executions> <sum vl> <sum vlmax>  (elements=on; one per translated vector instruction)
  * Python (pytest_rvv.measure.counts) aggregates and attributes the blocks to dispatches; pytest_rvv.measure.threads
