@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.store import content_sha, digest
 from pytest_rvv.measure.agreement import compare
@@ -43,11 +45,16 @@ def plugin_run(cell: Cell, runner: Runner, oracle: Oracle, workdir: Path, *, nam
         outcome = runner.run(artifact, oracle.inputs, workdir, len(oracle.outputs), cell.timeout_s,
                              qemu_args=tuple(qemu_args(tmp / output)))
         wall_s = time.monotonic() - started
-        agreement = compare(outcome.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
-        if not agreement.ok:  # nothing is kept from a run whose result is wrong
-            raise RvvError(f"{cell.model.name} on {runner.target.name} {what} disagrees with onnxruntime\n"
-                           f"{agreement.report()}")
+        check_outputs(cell, runner, outcome.outputs, oracle, what)  # nothing is kept from a run whose result is wrong
         return {"wall_s": round(wall_s, 3)}
 
     entry = cell.store.get_or_build(namespace, entry_key, emulate)
     return PluginRun(entry.file(output), float(entry.meta["wall_s"]))
+
+
+def check_outputs(cell: Cell, runner: Runner, outputs: list[np.ndarray], oracle: Oracle, what: str) -> None:
+    """One RvvError naming the cell and the run (``what``) when ``outputs`` disagree with onnxruntime's."""
+    agreement = compare(outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
+    if not agreement.ok:
+        raise RvvError(f"{cell.model.name} on {runner.target.name} {what} disagrees with onnxruntime\n"
+                       f"{agreement.report()}")

@@ -31,12 +31,11 @@ from elftools.elf.sections import SymbolTableSection
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import Core
-from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.counts import ExecutedCounts, loaded_libraries, walk_blocks
 from pytest_rvv.measure.disassembly import OUTSIDE
 from pytest_rvv.measure.plugin_output import Block, records
 from pytest_rvv.measure.plugin_output import block as block_record
-from pytest_rvv.measure.plugin_run import plugin_run
+from pytest_rvv.measure.plugin_run import check_outputs, plugin_run
 from pytest_rvv.measure.silicon import estimate
 from pytest_rvv.measure.static import dispatch_key, natural_order
 from pytest_rvv.run.qemu_plugin import build_plugin, plugin_option
@@ -367,10 +366,7 @@ def measure_threads(cell: Cell, workdir: Path, threads: int, cores: tuple[Core, 
         if recorded.counts is None:
             raise RvvError(f"{cell.model.name} on {runner.target.name}: the counted run wrote no counts (did QEMU "
                            "load the counting plugin?)")
-        agreement = compare(recorded.outputs, oracle.outputs, cell.model.tolerance, oracle.steps)
-        if not agreement.ok:
-            raise RvvError(f"{cell.model.name} on {runner.target.name} with 1 thread disagrees with onnxruntime\n"
-                           f"{agreement.report()}")
+        check_outputs(cell, runner, recorded.outputs, oracle, "with 1 thread")
         output, wall_s = recorded.counts, recorded.wall_s
     else:
         plugin = build_plugin(cell.store)
