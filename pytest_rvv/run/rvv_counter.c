@@ -4,8 +4,9 @@
  * Cheap by construction: every TB gets one inline per-vCPU scoreboard add per execution (no
  * callback); its instructions are classified once, at translation (RISC-V: RVV arithmetic / memory /
  * vset*). In user mode every guest thread is its own vCPU (QEMU gives each new thread the next free
- * cpu_index), so a multi-threaded runtime's work splits by thread from the same counts (tv lines). With elements=on, vector instructions additionally get a callback reading the vl and
- * vtype CSRs, to sum the elements processed and VLMAX (lane occupancy) per instruction address.
+ * cpu_index), so a multi-threaded runtime's work splits by thread from the same counts (tv lines).
+ * With elements=on, vector instructions additionally get a callback reading the vl and vtype CSRs,
+ * to sum the elements processed and VLMAX (lane occupancy) per instruction address.
  *
  * Arguments: out=FILE (required), elements=on|off (default off).
  * Output (text, at exit):
