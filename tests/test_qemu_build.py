@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.run.qemu import Qemu, find_qemu
 
 
@@ -31,3 +32,19 @@ def test_a_build_says_its_flags_and_one_setup_did_not_make_says_nothing(tmp_path
     assert qemu.build_cflags == ""
     (tmp_path / "build-cflags").write_text("cflags=-march=x86-64-v3\n")
     assert qemu.build_cflags == "-march=x86-64-v3"
+
+
+def test_a_build_for_an_isa_level_this_cpu_lacks_is_refused_in_one_line(tmp_path):
+    """A cache restored on a machine without AVX2 would hold a QEMU that dies on an illegal instruction mid-run."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "qemu-riscv64").symlink_to(find_qemu("riscv64").path)
+    (tmp_path / "build-cflags").write_text("cflags=-march=x86-64-v9\n")  # a level no CPU runs yet
+    with pytest.raises(ToolMissing) as refused:
+        find_qemu("riscv64", tmp_path / "bin")
+    assert str(refused.value).count("\n") == 0
+    assert "built for x86-64-v9" in str(refused.value) and "bash scripts/setup.sh qemu" in str(refused.value)
+    (tmp_path / "build-cflags").write_text("cflags=\n")  # portable: runs anywhere
+    assert find_qemu("riscv64", tmp_path / "bin").version >= (9, 0)
+    if host_runs_x86_64_v3():
+        (tmp_path / "build-cflags").write_text("cflags=-march=x86-64-v3\n")
+        assert find_qemu("riscv64", tmp_path / "bin").version >= (9, 0)

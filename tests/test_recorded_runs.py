@@ -59,6 +59,9 @@ def test_a_second_run_is_looked_up_and_equals_a_fresh_one(rvv):
     rerun = fresh.run(COUNTED, session.artifact(model, TARGET), runner, session.oracle(model).inputs,
                       len(session.oracle(model).outputs), build_plugin(session.store))
     assert fresh.emulated == 1 and not rerun.cached
+    asked_again = fresh.run(COUNTED, session.artifact(model, TARGET), runner, session.oracle(model).inputs,
+                            len(session.oracle(model).outputs), build_plugin(session.store))
+    assert fresh.emulated == 1 and asked_again.counts == rerun.counts  # --rvv-no-cache: once per session, not per ask
     assert all(np.array_equal(a, b) for a, b in zip(again.outputs, rerun.outputs, strict=True))
     assert dispatches(session, model, again) == dispatches(session, model, rerun)  # the same work in every dispatch
     kept = rerun.counts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,37 @@ from pytest_rvv.config.settings import default_tools_dir
 
 MIN_VERSION = (9, 0)
 SETUP_HINT = "run 'bash scripts/setup.sh qemu' (builds QEMU 10.0.2 with plugins) or pass --rvv-qemu-dir"
+LOADER = Path("/lib64/ld-linux-x86-64.so.2")  # glibc's x86-64 loader: ``--help`` lists the ISA levels this CPU runs
+_MARCH = re.compile(r"-march=(x86-64-v\d)\b")
+
+
+@functools.cache
+def host_x86_levels() -> frozenset[str]:
+    """The x86-64 ISA levels this machine runs (``x86-64-v3`` ...), as glibc's loader reports them (what
+    scripts/setup.sh asks); empty off x86-64."""
+    if not LOADER.is_file():
+        return frozenset()
+    text = subprocess.run([str(LOADER), "--help"], capture_output=True, text=True, timeout=60).stdout
+    return frozenset(re.findall(r"(x86-64-v\d) \(supported", text))
+
+
+def build_cflags(path: Path) -> str | None:
+    """The extra C flags scripts/setup.sh built ``path`` (``<prefix>/bin/qemu-*``) with, "" for a portable build,
+    None when setup did not build it (no ``<prefix>/build-cflags``)."""
+    recorded = path.parent.parent / "build-cflags"
+    if not recorded.is_file():
+        return None
+    return recorded.read_text().strip().removeprefix("cflags=")
+
+
+def check_host_runs(path: Path) -> None:
+    """Refuse, in one line, a QEMU built for an ISA level this CPU lacks (a cache copied from an AVX2 machine): it
+    would die on an illegal instruction mid-run."""
+    march = _MARCH.search(build_cflags(path) or "")
+    if march and march.group(1) not in host_x86_levels():
+        raise ToolMissing(f"{path} was built for {march.group(1)} ({path.parent.parent / 'build-cflags'}), which this "
+                          "CPU does not run (a cache from another machine?): rerun 'bash scripts/setup.sh qemu', it "
+                          "builds QEMU again for this CPU")
 
 
 @dataclass(frozen=True)
@@ -39,10 +71,7 @@ class Qemu:
         """The extra C flags scripts/setup.sh built it with (``-march=x86-64-v3`` where the host runs that: QEMU's
         float helpers then avoid an SSE/AVX transition per call), "" for a portable build, None when setup did not
         build it."""
-        recorded = self.path.parent.parent / "build-cflags"
-        if not recorded.is_file():
-            return None
-        return recorded.read_text().strip().removeprefix("cflags=")
+        return build_cflags(self.path)
 
     @functools.cached_property
     def cpu_models(self) -> frozenset[str]:
@@ -81,6 +110,7 @@ def find_qemu(arch: str, explicit_dir: Path | None = None) -> Qemu:
         path = find_executable(name, *qemu_search_dirs(None))
     if path is None:
         raise ToolMissing(f"{name} not found; {SETUP_HINT}")
+    check_host_runs(path)
     version = parse_version(version_output(path))
     if version < MIN_VERSION:
         shown = ".".join(map(str, version)) or "unknown"

@@ -13,7 +13,8 @@ kind of run is done once per content and kept in the store under everything that
 - ``outputs``: the run alone (the ONNX node tests: only their outputs count).
 
 A failed run is not kept (it raises). A damaged entry fails its manifest's hashes and is run again.
-``--rvv-no-cache`` (``RecordedRuns(fresh=True)``) runs everything again and keeps nothing new.
+``--rvv-no-cache`` (``RecordedRuns(fresh=True)``) runs everything again and keeps nothing new: each content once per
+session (the tests of a cell that ask for the same run share it, as they would share the store's entry).
 Only emulated runs are kept: the host target's code and time belong to this machine.
 """
 
@@ -95,7 +96,8 @@ class RecordedRuns:
         self.stages = stages or Stages()
         self.timeout_s = timeout_s
         self.fresh = fresh
-        self._kept: tempfile.TemporaryDirectory[str] | None = None  # fresh runs' counts; removed with this object
+        self._kept: tempfile.TemporaryDirectory[str] | None = None  # fresh runs' results; removed with this object
+        self._fresh: dict[str, tuple[Path, dict[str, Any]]] = {}  # fresh runs by key: their folder and meta
 
     @property
     def emulated(self) -> int:
@@ -115,11 +117,13 @@ class RecordedRuns:
         """
         if kind not in KINDS:
             raise ValueError(f"unknown run kind {kind!r}")
-        if self.fresh:
-            with tempfile.TemporaryDirectory(prefix="pytest-rvv-run-") as tmp:
-                meta = self._emulate(kind, artifact, runner, inputs, num_outputs, helper, Path(tmp), workdir)
-                return self._load(kind, Path(tmp), meta, cached=False, keep=self._keep_dir())
         key = run_key(kind, artifact, runner, inputs, helper)
+        if self.fresh:  # emulated once per content in this session, into a folder that lives as long as this object
+            if key not in self._fresh:
+                into = Path(tempfile.mkdtemp(prefix="run-", dir=self._keep_dir()))
+                self._fresh[key] = (into, self._emulate(kind, artifact, runner, inputs, num_outputs, helper, into,
+                                                        workdir))
+            return self._load(kind, *self._fresh[key], cached=False)
 
         def emulate(tmp: Path) -> dict[str, Any]:
             try:
@@ -169,17 +173,12 @@ class RecordedRuns:
 
     def _keep_dir(self) -> Path:
         if self._kept is None:
-            self._kept = tempfile.TemporaryDirectory(prefix="pytest-rvv-counts-")
+            self._kept = tempfile.TemporaryDirectory(prefix="pytest-rvv-fresh-")
         return Path(self._kept.name)
 
-    def _load(self, kind: str, path: Path, meta: dict[str, Any], cached: bool,
-              keep: Path | None = None) -> RecordedRun:
+    def _load(self, kind: str, path: Path, meta: dict[str, Any], cached: bool) -> RecordedRun:
         outputs = [np.load(path / f"output_{i}.npy", allow_pickle=False) for i in range(int(meta["outputs"]))]
         counts = path / "counts.txt" if (path / "counts.txt").is_file() else None
-        if keep is not None and counts is not None:  # a fresh run's folder goes away: keep its counts in ``keep``
-            kept = Path(tempfile.mkdtemp(dir=keep)) / "counts.txt"
-            shutil.copyfile(counts, kept)
-            counts = kept
         return RecordedRun(kind, outputs, str(meta["stdout"]), counts, meta.get("rss_kb"), float(meta["wall_s"]),
                            float(meta["cpu_s"]), str(meta["repro"]), cached)
 
