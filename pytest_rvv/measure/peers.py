@@ -56,7 +56,7 @@ from pytest_rvv.toolchain.debian_sysroot import MARKER, PeerSysroot
 CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
 TOP = 3  # IREE dispatches named as what makes the difference
 UNMAPPED = "(unmapped)"
-_SOURCE = source_digest(__file__)
+_SOURCE = source_digest(__file__, "silicon.py")  # the estimate's method (block_cycles) is part of its key
 # instructions llvm-mca's RISC-V models have no scheduling class for (it refuses the input): left out of their block
 _UNSCHEDULED = ("fence", "ebreak", "unimp")
 _OBJDUMP_LINE = re.compile(r"^\s*([0-9a-f]+):\t(\S+)(?:\t(.*))?$")  # as measure/disassembly.py reads objdump
@@ -300,7 +300,7 @@ def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, sysroot: PeerSysro
     except ToolMissing:
         return None
     key = digest(["peer-estimate-v2", content_sha(one.counts), content_sha(two.counts), json.dumps(one.code),
-                  json.dumps(two.code), content_sha(sysroot.path / MARKER), content_sha(harness), core.name,
+                  json.dumps(two.code), content_sha(sysroot.path / MARKER), content_sha(harness), repr(core),
                   mca_version(mca), _SOURCE])
 
     def build(tmp: Path) -> dict[str, Any]:

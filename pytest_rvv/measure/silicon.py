@@ -36,9 +36,9 @@ MCA = "llvm-mca-22"
 MCA_HINT = f"{MCA} not found; apt-get install llvm-22 (or bash scripts/setup.sh system)"
 WHAT_IT_IS = ("llvm-mca models issue, latency and throughput of each block, not caches, memory bandwidth, "
               "branch misprediction or state carried across blocks")
-# Steady state = the cycles the second ten iterations add. Measured on squeezenet: the same estimate as 100 vs 200
-# iterations on the in-order X60 and X280, within 0.1 % on the out-of-order P670, in half the time.
-ITERATIONS = (10, 20)
+# Steady state = the cycles that the iterations between a core's two counts add, per iteration (Core.iterations):
+# (10, 20) measured on squeezenet as the same estimate as 100 vs 200 iterations on the in-order X60 and X280, within
+# 0.1 % on the out-of-order P670, in half the time; the in-order cores settle by (2, 4) (config/cores.py).
 CHUNK = 500  # code regions per llvm-mca input (see region_cycles)
 _BRANCH = re.compile(r"^(?:b[a-z]*|j|jal|c\.b[a-z]*|c\.j|c\.jal)$")
 VTYPE = re.compile(r"\be(8|16|32|64)\s*,\s*(mf[248]|m[1248])\b")  # a vset{i}vli's SEW and LMUL
@@ -149,11 +149,13 @@ def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict
     iteration count), cached by the blocks' code, their vtypes, the core and LLVM."""
     mca = find_mca()
     ordered = sorted(set(codes), key=BlockCode.identity)  # "e,|" (no vector type) before "e8,m1|"...
-    key = digest(["silicon-v2", mca_version(mca), core.name, repr(ITERATIONS), *(c.identity() for c in ordered)])
+    key = digest(["silicon-v2", mca_version(mca), core.name, repr(core.iterations),
+                  *(c.identity() for c in ordered)])
 
     def build(tmp: Path) -> dict[str, object]:
         totals, dropped = region_cycles(mca, core, ordered)
-        steady = [(b - a) / (ITERATIONS[1] - ITERATIONS[0]) for a, b in zip(*totals, strict=True)]
+        first, second = core.iterations
+        steady = [(b - a) / (second - first) for a, b in zip(*totals, strict=True)]
         (tmp / "cycles.json").write_text(json.dumps(steady))
         return {"core": core.name, "llvm_mca": mca_version(mca), "blocks": len(ordered), "dropped": dropped}
 
@@ -173,17 +175,17 @@ def chunk_sources(ordered: list[BlockCode], size: int) -> list[tuple[range, str]
 
 
 def region_cycles(mca: Path, core: Core, ordered: list[BlockCode]) -> tuple[list[list[int]], int]:
-    """Total cycles of every block at each of ``ITERATIONS``, and the lines llvm-mca could not parse.
+    """Total cycles of every block at each of the core's ``iterations``, and the lines llvm-mca could not parse.
 
     llvm-mca matches every instruction against every code region of its input, which is quadratic
     (measured: an X280 estimate of 16,022 blocks took 238.6 s in one input and 9.6 s in chunks of
     500 on 2 CPUs, with identical cycles), so the regions go in chunks, ``mca_jobs()`` at a time.
     Each region is simulated on its own, so chunks change no figure."""
     chunks = chunk_sources(ordered, CHUNK)
-    tasks = [(source, n, indices) for indices, source in chunks for n in range(len(ITERATIONS))]
+    tasks = [(source, n, indices) for indices, source in chunks for n in range(len(core.iterations))]
     with ThreadPoolExecutor(max_workers=min(len(tasks), mca_jobs())) as pool:
-        done = list(pool.map(lambda task: _run_mca(mca, core, task[0], ITERATIONS[task[1]], task[2]), tasks))
-    totals: list[list[int]] = [[0] * len(ordered) for _ in ITERATIONS]
+        done = list(pool.map(lambda task: _run_mca(mca, core, task[0], core.iterations[task[1]], task[2]), tasks))
+    totals: list[list[int]] = [[0] * len(ordered) for _ in core.iterations]
     dropped = 0
     for (_, n, indices), (lost, cycles) in zip(tasks, done, strict=True):
         for i, c in zip(indices, cycles, strict=True):
