@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +65,37 @@ def check_peer_work(snapshot: SnapshotAssertion, current: dict[str, Any], model:
     return failed(f"{current['peer']}'s work per call on {model} at {target} changed: {before:,} -> {now:,} "
                   f"instructions ({'; '.join(moved) or 'its description changed'})\nsnapshot: {where}\n"
                   "if the peer changed on purpose (a new package, QEMU), rerun with --snapshot-update")
+
+
+NEAR = 1.2  # IREE's best path "within 1.2x of the fastest peer"
+
+
+@dataclass(frozen=True)
+class PeerStanding:
+    """Where IREE stands beside the fastest peer over a run's models (from the gap entries: ``report/peers.py gaps``):
+    on how many its best path is within ``NEAR``, and the model furthest behind (or, when it leads everywhere, the
+    closest), by est. ms where both sides have it, else by work per call."""
+
+    near: int
+    models: int
+    ratio: float
+    entry: dict[str, Any]
+
+    @property
+    def behind(self) -> bool:
+        return self.ratio > 1
+
+    @property
+    def by_estimate(self) -> bool:
+        return self.entry["est_ratio"] is not None
+
+
+def peer_standing(entries: list[dict[str, Any]]) -> PeerStanding | None:
+    """IREE / the fastest peer per model, judged: None when no model has a ratio."""
+    ratios = [(x, e) for e in entries if (x := e["est_ratio"] if e["est_ratio"] is not None else e["work_ratio"])
+              is not None]
+    if not ratios:
+        return None
+    ratio, entry = max(ratios, key=lambda pair: pair[0])
+    return PeerStanding(sum(1 for x, _ in ratios if x <= NEAR), len(ratios), ratio, entry)
+

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.judge.peers import NEAR, peer_standing
 from pytest_rvv.run.peer import ONNXRUNTIME, PEERS
 
 TITLE = "rvv peers: IREE beside its peers on the same QEMU CPU (work per call)"
@@ -31,7 +32,6 @@ HEADER = ["Model", "Target", "Peer", "IREE per call (M)", "Peer per call (M)", "
 GAP_TITLE = "rvv peers: the gap, per model: IREE's best path beside the fastest peer (est. X60 ms per call)"
 GAP_HEADER = ["Model", "IREE's best path", "IREE est. X60 ms", "IREE per call (M)", "Fastest peer",
               "Peer est. X60 ms", "Peer per call (M)", "IREE / fastest peer"]
-NEAR = 1.2  # "within 1.2x of the fastest peer" in the summary line
 
 
 def peer_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -243,18 +243,16 @@ def _ms(value: float | None) -> str:
 def peers_summary(rows: list[dict[str, Any]], verbose: bool) -> str:
     """One line: how many cells beside which peers, on how many models IREE's best path is within NEAR of the fastest
     peer, and the model furthest behind (or, when IREE leads everywhere, the closest)."""
-    entries = gaps(rows)
     cells = len({(r["model"], r["target"]) for r in rows})
     names = ", ".join(sorted({r["peer"].split(" (")[0] for r in rows}))
-    ratios = [(x, e) for e in entries if (x := e["est_ratio"] if e["est_ratio"] is not None else e["work_ratio"])
-              is not None]
-    if ratios:
-        near = sum(1 for x, _ in ratios if x <= NEAR)
-        x, far = max(ratios, key=lambda pair: pair[0])
-        which = "furthest behind" if x > 1 else "IREE ahead on every one; closest"
-        span = (f"IREE's best path within {NEAR:g}x of the fastest peer on {near} of {len(ratios)} model"
-                f"{'s' if len(ratios) != 1 else ''}; {which}: {far['model']} on {far['iree_target']}, {x:.2f}x "
-                f"{far['peer_title']}" + (" (est. X60 ms)" if far["est_ratio"] is not None else " (work per call)"))
+    standing = peer_standing(gaps(rows))
+    if standing is not None:
+        far = standing.entry
+        which = "furthest behind" if standing.behind else "IREE ahead on every one; closest"
+        span = (f"IREE's best path within {NEAR:g}x of the fastest peer on {standing.near} of {standing.models} model"
+                f"{'s' if standing.models != 1 else ''}; {which}: {far['model']} on {far['iree_target']}, "
+                f"{standing.ratio:.2f}x {far['peer_title']}"
+                + (" (est. X60 ms)" if standing.by_estimate else " (work per call)"))
     else:
         span = "no ratio"
     return (f"peers: {cells} model x target cell{'s' if cells != 1 else ''} beside {names}: {span}"
