@@ -57,7 +57,8 @@ from pytest_rvv.model.model import Model
 from pytest_rvv.report.kernels import Published
 from pytest_rvv.run.choice import TargetRefused
 from pytest_rvv.run.ort_harness import PeerRejected
-from pytest_rvv.run.peer import ONNXRUNTIME, PEERS, AnyPeerRunner, PeerRuns
+from pytest_rvv.run.peer import ONNXRUNTIME, PEERS, PeerRuns
+from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.runner import Runner
 from pytest_rvv.session import Cell, RvvSession
 
@@ -433,7 +434,7 @@ def rvv_cell(rvv_session: RvvSession, rvv_model: Model, rvv_runner: Runner) -> C
 
 
 # each peer x target's runner, or why there is none (one line: tried once per process, e.g. a fetch without network)
-_PEER_RUNNERS: dict[tuple[str, str, Path | None, Path], AnyPeerRunner | str | RunFailed] = {}
+_PEER_RUNNERS: dict[tuple[str, str, Path | None, Path], EmulatedPeerRunner | str | RunFailed] = {}
 
 
 @pytest.fixture
@@ -460,7 +461,7 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
                 record_property)
         pytest.xfail(f"{plugin.title}: {why}")
 
-    def runner() -> AnyPeerRunner:
+    def runner() -> EmulatedPeerRunner:
         key = (rvv_peer_name, rvv_target.name, settings.qemu_dir, settings.tools_dir)
         if key not in _PEER_RUNNERS:
             try:

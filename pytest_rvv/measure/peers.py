@@ -49,7 +49,8 @@ from pytest_rvv.measure.static import share
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.onnxruntime import reference_level
 from pytest_rvv.run.ort_harness import ORACLE_LEVELS
-from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, AnyPeerRunner, PeerRuns, RecordedPeerRun
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRuns, RecordedPeerRun
+from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.session import Cell, Oracle
 from pytest_rvv.toolchain.debian_sysroot import MARKER, PeerSysroot
 
@@ -177,7 +178,7 @@ def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
     return libraries, vector
 
 
-def measure_peer(model: Model, oracle: Oracle, runner: AnyPeerRunner, runs: PeerRuns,
+def measure_peer(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns,
                  estimated: bool = False, own: str = "") -> PeerWork:
     """The peer on the model's prepared file and seeded inputs (the oracle's, as IREE's cell): agreement (one call),
     per-call work (two calls less one), peak RSS, and with ``estimated`` its est. cycles per call on CORE. Needs

@@ -27,10 +27,11 @@ from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.config.settings import default_tools_dir
-from pytest_rvv.config.targets import RISCV64, Target
+from pytest_rvv.config.targets import Target
 from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges
+from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
-from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE, Capabilities
+from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
 from pytest_rvv.toolchain.debian_sysroot import MARKER, PeerSysroot, SysrootRecipe, prepare_sysroot
 
 CLANG = "clang-22"
@@ -107,39 +108,20 @@ def matmul_operands(model: Path, inputs: list[np.ndarray], label: str, title: st
     return np.ascontiguousarray(a), np.ascontiguousarray(b)
 
 
-class MatmulRunner:
+class MatmulRunner(EmulatedPeerRunner):
     """A matmul library for riscv64 (Debian's build) under ``qemu`` with ``target``'s CPU."""
 
     def __init__(self, library: MatmulLibrary, target: Target, qemu: Qemu, sysroot: PeerSysroot, harness: Path,
                  kernels: str = "") -> None:
-        if target.arch != RISCV64 or not target.is_emulated:
-            raise ValueError(f"the {library.title} peer runs riscv64 targets under QEMU, not {target.name}")
-        target.check_emulator_vlen()
-        target.check_emulator_runs()
-        self.library, self.target, self.qemu, self.sysroot, self.harness = library, target, qemu, sysroot, harness
+        self.library = library
+        self.what = library.title
+        super().__init__(target, qemu, sysroot, harness)
         self.kernels = kernels  # the kernel set it picks on this target (``core``): riscv64_zvl256b
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return Capabilities(f"under qemu-{self.qemu.arch} {self.qemu.version_text} -cpu {self.target.emulator_cpu}",
-                            emulated=True, counted=True, peer=self.describe())
 
     def describe(self) -> str:
         picked = f": {self.kernels} kernels" if self.kernels else ""
         return (f"{self.library.title} {self.sysroot.version} (Debian {self.sysroot.recipe.suite} riscv64"
                 f"{picked}; {self.library.details})")
-
-    @property
-    def where(self) -> str:
-        return self.capabilities.where
-
-    def emulator(self) -> Qemu:
-        return self.qemu
-
-    def identity(self) -> list[str]:
-        """What decides its runs besides the inputs and helper."""
-        return [content_sha(self.harness), content_sha(self.sysroot.path / MARKER), content_sha(self.qemu.path),
-                self.target.emulator_cpu]
 
     def run(self, model: Path, inputs: list[np.ndarray], workdir: Path, num_outputs: int, *,
             optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -36,11 +36,11 @@ from pytest_rvv.run.ggml_peer import ggml_runner
 from pytest_rvv.run.ggml_peer import prepare as prepare_ggml
 from pytest_rvv.run.ort_harness import PeerRun, build_harness, run_harness
 from pytest_rvv.run.ort_harness import prepare as prepare_ort
-from pytest_rvv.run.qemu import Qemu, find_qemu
+from pytest_rvv.run.peer_runner import EmulatedPeerRunner
+from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.recorded import inputs_digest, rss_probe
-from pytest_rvv.run.runner import Capabilities
-from pytest_rvv.toolchain.debian_sysroot import MARKER, SUITE, PeerSysroot, SysrootUnavailable
+from pytest_rvv.toolchain.debian_sysroot import SUITE, SysrootUnavailable
 from pytest_rvv.toolchain.peer_ort import prepare_sysroot
 
 ONNXRUNTIME, OPENBLAS, GGML = "onnxruntime", "openblas", "ggml"  # --rvv-peers words (PEERS below)
@@ -73,31 +73,13 @@ class RecordedPeerRun:
         return None
 
 
-class PeerRunner:
+class PeerRunner(EmulatedPeerRunner):
     """ONNX Runtime for riscv64 (Debian's rv64gc build) under ``qemu`` with ``target``'s CPU."""
 
-    def __init__(self, target: Target, qemu: Qemu, sysroot: PeerSysroot, harness: Path) -> None:
-        if target.arch != RISCV64 or not target.is_emulated:
-            raise ValueError(f"the ONNX Runtime peer runs riscv64 targets under QEMU, not {target.name}")
-        target.check_emulator_vlen()
-        target.check_emulator_runs()
-        self.target, self.qemu, self.sysroot, self.harness = target, qemu, sysroot, harness
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """Emulated, counted and recorded by content, one thread; what it runs is the peer."""
-        return Capabilities(f"under qemu-{self.qemu.arch} {self.qemu.version_text} -cpu {self.target.emulator_cpu}",
-                            emulated=True, counted=True, peer=self.describe())
+    what = "ONNX Runtime"
 
     def describe(self) -> str:
         return f"ONNX Runtime {self.sysroot.version} (Debian {SUITE} riscv64, rv64gc)"
-
-    @property
-    def where(self) -> str:
-        return self.capabilities.where
-
-    def emulator(self) -> Qemu:
-        return self.qemu
 
     def run(self, model: Path, inputs: list[np.ndarray], workdir: Path, num_outputs: int, *,
             optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
@@ -108,31 +90,6 @@ class PeerRunner:
                            optimizations=optimizations, repeat=repeat, maps=maps, qemu_args=qemu_args,
                            launcher=launcher, label=name, timings=timings,
                            **({} if timeout_s is None else {"timeout_s": timeout_s}))
-
-    def identity(self) -> list[str]:
-        """What decides its runs besides the model, inputs and helper."""
-        return [content_sha(self.harness), content_sha(self.sysroot.path / MARKER), content_sha(self.qemu.path),
-                self.target.emulator_cpu]
-
-
-class AnyPeerRunner(Protocol):
-    """What every peer's runner answers to (PeerRunner, run/matmul_peer.py's MatmulRunner): its runs are recorded the
-    same way (``PeerRuns``) and measured the same way (measure/peers.py)."""
-
-    target: Target
-    qemu: Qemu
-    sysroot: PeerSysroot
-    harness: Path
-
-    def describe(self) -> str: ...
-
-    def identity(self) -> list[str]: ...
-
-    def run(self, model: Path, inputs: list[np.ndarray], workdir: Path, num_outputs: int, *,
-            optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
-            launcher: tuple[str, ...] = (), timeout_s: float | None = None, name: str | None = None,
-            timings: bool = True) -> PeerRun: ...
-
 
 @dataclass(frozen=True)
 class Peer:
@@ -147,7 +104,7 @@ class Peer:
     title: str  # "OpenBLAS"
     library: str  # the file-name prefix of its own code ("libopenblas"): the share of a call spent in it
     suite: str
-    runner: Callable[[Target, Path | None, Path | None], AnyPeerRunner]
+    runner: Callable[[Target, Path | None, Path | None], EmulatedPeerRunner]
     serves: Callable[[Model, Target], str | None]
     prepare: Callable[[Callable[[str], None]], str]
 
@@ -180,7 +137,7 @@ class PeerRuns:
     def __init__(self, store: Store, timeout_s: float | None, stages: Stages | None = None) -> None:
         self.store, self.timeout_s, self.stages = store, timeout_s, stages or Stages()
 
-    def run(self, kind: str, runner: AnyPeerRunner, model: Path, inputs: list[np.ndarray], num_outputs: int,
+    def run(self, kind: str, runner: EmulatedPeerRunner, model: Path, inputs: list[np.ndarray], num_outputs: int,
             optimizations: str, name: str | None = None) -> RecordedPeerRun:
         """The ``kind`` run of ``model`` (``name``: the model's name in a failure's line)."""
         if kind not in REPEATS:
