@@ -195,3 +195,22 @@ def test_the_in_order_cores_settle_by_the_iterations_they_are_estimated_at(count
                                                 Store(tmp_path / core.name))
         assert settled == ten_twenty, core.name
     assert CORES["sifive-p670"].iterations == (10, 20)
+
+
+def test_a_runs_threads_are_estimated_each_as_the_run_with_its_own_executions(kernels, tmp_path):
+    """A run's threads (``estimate_each``): llvm-mca once per core over the run's blocks, each thread's figures exactly
+    what ``estimate`` gives the run's blocks with that thread's executions."""
+    binary, counts = kernels
+    weights = [[b.execs if i % 2 else 0 for i, b in enumerate(counts.blocks)],
+               [b.execs if i % 2 == 0 else 0 for i, b in enumerate(counts.blocks)],
+               [3 * b.execs for b in counts.blocks]]
+    cores = [X60, CORES["sifive-p670"]]
+    together = silicon.estimate_each(counts, weights, (binary,), "riscv64", cores, Store(tmp_path / "together"))
+    for i, (execs, joint) in enumerate(zip(weights, together, strict=True)):
+        run = dataclasses.replace(counts, blocks=[dataclasses.replace(b, execs=n)
+                                                  for b, n in zip(counts.blocks, execs, strict=True)])
+        alone = estimate(run, (binary,), "riscv64", cores, Store(tmp_path / f"alone-{i}"))
+        assert {c: (e.dispatches, e.blocks) for c, e in joint.items()} == \
+            {c: (e.dispatches, e.blocks) for c, e in alone.items()}
+    assert together[2][X60.name].total == pytest.approx(3 * estimate(counts, (binary,), "riscv64", [X60],
+                                                                     Store(tmp_path / "once"))[X60.name].total, abs=2)

@@ -149,6 +149,8 @@ def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict
     iteration count), cached by the blocks' code, their vtypes, the core and LLVM."""
     mca = find_mca()
     ordered = sorted(set(codes), key=BlockCode.identity)  # "e,|" (no vector type) before "e8,m1|"...
+    if not ordered:  # nothing executed (a thread that ran no dispatch code)
+        return {}, 0, False
     key = digest(["silicon-v2", mca_version(mca), core.name, repr(core.iterations),
                   *(c.identity() for c in ordered)])
 
@@ -230,23 +232,36 @@ def _run_mca(mca: Path, core: Core, source: str, iterations: int, regions: range
 def estimate(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, cores: Iterable[Core],
              store: Store) -> dict[str, SiliconEstimate]:
     """Estimated cycles per dispatch on each core (a ToolMissing line when llvm-mca is absent)."""
+    return estimate_each(counts, [[b.execs for b in counts.blocks]], executables, arch, cores, store)[0]
+
+
+def estimate_each(counts: ExecutedCounts, weights: Sequence[Sequence[int]], executables: tuple[Path, ...], arch: str,
+                  cores: Iterable[Core], store: Store) -> list[dict[str, SiliconEstimate]]:
+    """``estimate`` of each of several runs of ``counts``' blocks, run ``r`` executing block ``i`` ``weights[r][i]``
+    times (a run's threads), each exactly as ``estimate`` of that run alone: the same blocks (those it executed) go
+    to llvm-mca, since a block without a known vector type at entry can cost differently beside other blocks. The
+    blocks are walked once for all runs (the libraries located from all of them, as each run's counts hold them)."""
     cores = tuple(cores)
     if not cores:
-        return {}
+        return [{} for _ in weights]
     mca = find_mca()
-    executed: list[tuple[str, BlockCode, int]] = []
+    index = {id(block): i for i, block in enumerate(counts.blocks)}
+    walked: list[tuple[str, BlockCode, int]] = []  # (dispatch, code, index of the block) of every executed block
     for block, body, (sew, lmul) in dispatch_blocks(counts, executables, arch):
         code = BlockCode(tuple(mca_line(insn) for insn in body), sew, lmul)
-        executed.append((dispatch_key(body[0].function), code, block.execs))
-    results = {}
-    for core in cores:
-        cycles, dropped, cached = block_cycles([code for _, code, _ in executed], core, store)
-        result = SiliconEstimate(core, mca_version(mca), blocks=len(cycles), dropped=dropped, cached=cached)
-        per_dispatch: dict[str, float] = {}
-        for key, code, execs in executed:
-            per_dispatch[key] = per_dispatch.get(key, 0.0) + execs * cycles[code]
-        result.dispatches = {k: round(v) for k, v in per_dispatch.items()}
-        results[core.name] = result
+        walked.append((dispatch_key(body[0].function), code, index[id(block)]))
+    results: list[dict[str, SiliconEstimate]] = []
+    for execs in weights:
+        ran = [(key, code, execs[i]) for key, code, i in walked if execs[i]]
+        result = {}
+        for core in cores:
+            cycles, dropped, cached = block_cycles([code for _, code, _ in ran], core, store)
+            per_dispatch: dict[str, float] = {}
+            for key, code, n in ran:
+                per_dispatch[key] = per_dispatch.get(key, 0.0) + n * cycles[code]
+            result[core.name] = SiliconEstimate(core, mca_version(mca), {k: round(v) for k, v in per_dispatch.items()},
+                                                blocks=len(cycles), dropped=dropped, cached=cached)
+        results.append(result)
     return results
 
 

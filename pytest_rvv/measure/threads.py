@@ -21,7 +21,7 @@ import bisect
 import functools
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from pytest_rvv.measure.disassembly import OUTSIDE
 from pytest_rvv.measure.plugin_output import Block, records
 from pytest_rvv.measure.plugin_output import block as block_record
 from pytest_rvv.measure.plugin_run import check_outputs, plugin_run
-from pytest_rvv.measure.silicon import estimate
+from pytest_rvv.measure.silicon import estimate_each
 from pytest_rvv.measure.static import dispatch_key, natural_order
 from pytest_rvv.run.qemu_plugin import build_plugin, plugin_option
 from pytest_rvv.run.recorded import COUNTED
@@ -56,13 +56,17 @@ class ThreadCounts:
     blocks: list[Block]
     per_vcpu: list[dict[int, int]]
 
-    def of(self, vcpu: int) -> ExecutedCounts:
-        """The executed counts of one thread: every block, with that thread's executions."""
-        return ExecutedCounts(self.target, [replace(b, execs=e.get(vcpu, 0))
-                                            for b, e in zip(self.blocks, self.per_vcpu, strict=True)])
+    def executions(self, vcpu: int) -> list[int]:
+        """Each block's executions on one thread (``blocks``' order)."""
+        return [e.get(vcpu, 0) for e in self.per_vcpu]
 
-    def total(self, vcpu: int) -> int:
-        return sum(b.n_insns * e.get(vcpu, 0) for b, e in zip(self.blocks, self.per_vcpu, strict=True))
+    def totals(self) -> dict[int, int]:
+        """Each thread's executed instructions (a thread that ran nothing is absent)."""
+        found: dict[int, int] = {}
+        for block, execs in zip(self.blocks, self.per_vcpu, strict=True):
+            for vcpu, n in execs.items():
+                found[vcpu] = found.get(vcpu, 0) + block.n_insns * n
+        return found
 
 
 def parse_threads(text: str, source: Path) -> ThreadCounts:
@@ -332,7 +336,8 @@ def attribute_threads(counts: ThreadCounts, executables: tuple[Path, ...], arch:
             for vcpu, n in execs.items():
                 row = categories.setdefault(vcpu, {})
                 row[category] = row.get(category, 0) + outside * n
-    totals = {v: counts.total(v) for v in categories}
+    ran = counts.totals()
+    totals = {v: ran.get(v, 0) for v in categories}
     ordered = {k: dispatches[k] for k in sorted(dispatches, key=natural_order)}
     return ordered, totals, categories
 
@@ -340,10 +345,12 @@ def attribute_threads(counts: ThreadCounts, executables: tuple[Path, ...], arch:
 def estimate_threads(counts: ThreadCounts, dispatches: dict[str, DispatchThreads], executables: tuple[Path, ...],
                      arch: str, cores: tuple[Core, ...], store: Store) -> None:
     """Est. cycles of each thread's share of each dispatch on each core: llvm-mca on that thread's executed blocks
-    (block cycles are cached by code, so each thread only re-weights them)."""
+    (block cycles are cached by code; the run's blocks are walked once for every thread)."""
     threads = sorted({t for d in dispatches.values() for t in d.busy})
-    for vcpu in threads:
-        for name, found in estimate(counts.of(vcpu), executables, arch, cores, store).items():
+    each = estimate_each(ExecutedCounts(counts.target, counts.blocks), [counts.executions(v) for v in threads],
+                         executables, arch, cores, store)
+    for vcpu, estimates in zip(threads, each, strict=True):
+        for name, found in estimates.items():
             for key, cycles in found.dispatches.items():
                 if key in dispatches and cycles:
                     dispatches[key].cycles.setdefault(name, {})[vcpu] = cycles
