@@ -98,4 +98,3 @@ def peer_standing(entries: list[dict[str, Any]]) -> PeerStanding | None:
         return None
     ratio, entry = max(ratios, key=lambda pair: pair[0])
     return PeerStanding(sum(1 for x, _ in ratios if x <= NEAR), len(ratios), ratio, entry)
-

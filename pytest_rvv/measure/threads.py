@@ -56,6 +56,10 @@ class ThreadCounts:
     blocks: list[Block]
     per_vcpu: list[dict[int, int]]
 
+    def whole(self) -> ExecutedCounts:
+        """The run's counts over all threads (each block's total executions)."""
+        return ExecutedCounts(self.target, self.blocks)
+
     def executions(self, vcpu: int) -> list[int]:
         """Each block's executions on one thread (``blocks``' order)."""
         return [e.get(vcpu, 0) for e in self.per_vcpu]
@@ -308,7 +312,7 @@ def attribute_threads(counts: ThreadCounts, executables: tuple[Path, ...], arch:
     """Per dispatch and thread: workgroups (blocks at a dispatch function's first instruction) and instructions;
     each thread's instructions in total, and outside dispatch code by CATEGORIES (by the symbols of ``runtime``, a
     static program; without it all is "other")."""
-    whole = ExecutedCounts(counts.target, counts.blocks)
+    whole = counts.whole()
     loaded = loaded_libraries(whole, executables, arch)  # located once, from every thread's blocks
     per_block = {id(b): e for b, e in zip(counts.blocks, counts.per_vcpu, strict=True)}
     dispatches: dict[str, DispatchThreads] = {}
@@ -347,8 +351,7 @@ def estimate_threads(counts: ThreadCounts, dispatches: dict[str, DispatchThreads
     """Est. cycles of each thread's share of each dispatch on each core: llvm-mca on that thread's executed blocks
     (block cycles are cached by code; the run's blocks are walked once for every thread)."""
     threads = sorted({t for d in dispatches.values() for t in d.busy})
-    each = estimate_each(ExecutedCounts(counts.target, counts.blocks), [counts.executions(v) for v in threads],
-                         executables, arch, cores, store)
+    each = estimate_each(counts.whole(), [counts.executions(v) for v in threads], executables, arch, cores, store)
     for vcpu, estimates in zip(threads, each, strict=True):
         for name, found in estimates.items():
             for key, cycles in found.dispatches.items():
