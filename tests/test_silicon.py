@@ -128,6 +128,25 @@ def test_blocks_estimated_in_chunks_cost_exactly_what_one_llvm_mca_input_says(ke
     assert chunked.dispatches == whole.dispatches
 
 
+# A block entered with no known vector type whose loads come before any vsetvli, and a block that sorts before it
+# (its first line) and leaves an m1 or m8 type behind: llvm-mca carries a vsetvli's type into the next region.
+UNTYPED = silicon.BlockCode(("vle32.v v8, (a1)", "vle32.v v12, (a2)", "vle32.v v16, (a3)", "addi a0, a0, -1"))
+SETS = {lmul: silicon.BlockCode(("addi a4, a4, 1", f"vsetvli t0, zero, e32, {lmul}, ta, ma", "vle32.v v0, (a4)"))
+        for lmul in ("m1", "m8")}
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 500])
+def test_a_block_without_a_vector_type_at_entry_costs_the_same_beside_any_neighbour(mca, tmp_path, monkeypatch,
+                                                                                     chunk):
+    monkeypatch.setattr(silicon, "CHUNK", chunk)
+    alone, _, _ = silicon.block_cycles([UNTYPED], X60, Store(tmp_path / "alone"))
+    assert alone[UNTYPED] == mca_cycles(mca, list(UNTYPED.lines), None)  # llvm-mca's own default, as if alone
+    for lmul, before in SETS.items():
+        found, _, _ = silicon.block_cycles([before, UNTYPED], X60, Store(tmp_path / lmul))
+        assert found[UNTYPED] == alone[UNTYPED], f"the block read the {lmul} its neighbour left"
+        assert found[before] == silicon.block_cycles([before], X60, Store(tmp_path / f"{lmul}-alone"))[0][before]
+
+
 def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     for workers, jobs in (("1", 64), ("16", 4), ("64", 2), ("", 64)):

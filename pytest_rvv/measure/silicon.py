@@ -5,7 +5,9 @@ core) estimates its steady-state cycles per iteration; the estimate of a dispatc
 its blocks of times executed x cycles per iteration. The vector type in force at block entry is
 that of the nearest ``vsetvli`` before the block in its function (the dominating one for
 strip-mined loops), passed to llvm-mca as its RISC-V LMUL/SEW instruments; a ``vsetvli`` inside
-the block takes over from there, as llvm-mca honours it.
+the block takes over from there, as llvm-mca honours it. A block with no known vector type at entry
+is read at llvm-mca's default for an unknown type (its worst case, m8), as if alone: never at a type
+another block left (``chunk_sources``).
 
 What it is: llvm-mca models issue, latency and throughput of each block, not caches, memory
 bandwidth, branch misprediction or state carried across blocks.
@@ -151,7 +153,7 @@ def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict
     ordered = sorted(set(codes), key=BlockCode.identity)  # "e,|" (no vector type) before "e8,m1|"...
     if not ordered:  # nothing executed (a thread that ran no dispatch code)
         return {}, 0, False
-    key = digest(["silicon-v2", mca_version(mca), core.name, repr(core.iterations),
+    key = digest(["silicon-v3", mca_version(mca), core.name, repr(core.iterations),
                   *(c.identity() for c in ordered)])
 
     def build(tmp: Path) -> dict[str, object]:
@@ -166,14 +168,35 @@ def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict
     return dict(zip(ordered, steady, strict=True)), int(str(entry.meta["dropped"])), not entry.created
 
 
-def chunk_sources(ordered: list[BlockCode], size: int) -> list[tuple[range, str]]:
-    """The blocks' code regions (named by their index in ``ordered``), ``size`` per llvm-mca input.
+def reads_vtype_at_entry(code: BlockCode) -> bool:
+    """A region with no known vector type at entry whose vector instructions come before its first
+    vsetvli/vsetivli (a ``vsetvl`` takes vtype from a register: llvm-mca sets no type from it)."""
+    if code.sew:
+        return False
+    for line in code.lines:
+        mnemonic = line.split(maxsplit=1)[0]
+        if mnemonic in ("vsetvli", "vsetivli"):
+            return False
+        if mnemonic.startswith("v") and mnemonic != "vsetvl":
+            return True
+    return False
 
-    llvm-mca's LMUL/SEW instruments last until the next one, so a region without a vector type
-    would see the one before it; ``BlockCode.identity`` order puts those regions first, before any
-    instrument, so each region is estimated exactly as in a single input."""
-    return [(indices, "\n".join(ordered[i].region(i) for i in indices) + "\n")
-            for indices in (range(start, min(start + size, len(ordered))) for start in range(0, len(ordered), size))]
+
+def chunk_sources(ordered: list[BlockCode], size: int) -> list[tuple[tuple[int, ...], str]]:
+    """The blocks' code regions (named by their index in ``ordered``), at most ``size`` per llvm-mca input.
+
+    llvm-mca's LMUL/SEW instruments, explicit or set by a ``vsetvli``, last into the regions after them
+    in the same input, so a region that ``reads_vtype_at_entry`` would be estimated at whatever type the
+    region before it left (measured: 3 ``vle32.v`` after an m1 region 91 cycles, alone 481). Each such
+    region opens an input of its own; every other region's type is its instrument or its own
+    ``vsetvli``. So each region costs exactly what it costs alone, whichever blocks are beside it."""
+    heads = [i for i, code in enumerate(ordered) if reads_vtype_at_entry(code)]
+    rest = iter(i for i, code in enumerate(ordered) if not reads_vtype_at_entry(code))
+    chunks = [[head] for head in heads] + [[] for _ in range(max(0, -(-len(ordered) // size) - len(heads)))]
+    for chunk in chunks:
+        while len(chunk) < size and (i := next(rest, None)) is not None:
+            chunk.append(i)
+    return [(tuple(chunk), "\n".join(ordered[i].region(i) for i in chunk) + "\n") for chunk in chunks if chunk]
 
 
 def region_cycles(mca: Path, core: Core, ordered: list[BlockCode]) -> tuple[list[list[int]], int]:
@@ -182,7 +205,8 @@ def region_cycles(mca: Path, core: Core, ordered: list[BlockCode]) -> tuple[list
     llvm-mca matches every instruction against every code region of its input, which is quadratic
     (measured: an X280 estimate of 16,022 blocks took 238.6 s in one input and 9.6 s in chunks of
     500 on 2 CPUs, with identical cycles), so the regions go in chunks, ``mca_jobs()`` at a time.
-    Each region is simulated on its own, so chunks change no figure."""
+    Each region is simulated on its own and reads no vector type from another (``chunk_sources``), so
+    chunks change no figure and a block's cycles do not depend on the blocks beside it."""
     chunks = chunk_sources(ordered, CHUNK)
     tasks = [(source, n, indices) for indices, source in chunks for n in range(len(core.iterations))]
     with ThreadPoolExecutor(max_workers=min(len(tasks), mca_jobs())) as pool:
@@ -204,7 +228,7 @@ def mca_jobs() -> int:
     return max(2, len(os.sched_getaffinity(0)) // max(1, workers))
 
 
-def _run_mca(mca: Path, core: Core, source: str, iterations: int, regions: range) -> tuple[int, list[int]]:
+def _run_mca(mca: Path, core: Core, source: str, iterations: int, regions: Sequence[int]) -> tuple[int, list[int]]:
     """Total cycles per region; lines llvm-mca cannot parse are dropped (and counted) and it is rerun."""
     dropped = 0
     for _ in range(3):
@@ -238,9 +262,9 @@ def estimate(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, c
 def estimate_each(counts: ExecutedCounts, weights: Sequence[Sequence[int]], executables: tuple[Path, ...], arch: str,
                   cores: Iterable[Core], store: Store) -> list[dict[str, SiliconEstimate]]:
     """``estimate`` of each of several runs of ``counts``' blocks, run ``r`` executing block ``i`` ``weights[r][i]``
-    times (a run's threads), each exactly as ``estimate`` of that run alone: the same blocks (those it executed) go
-    to llvm-mca, since a block without a known vector type at entry can cost differently beside other blocks. The
-    blocks are walked once for all runs (the libraries located from all of them, as each run's counts hold them)."""
+    times (a run's threads), each exactly as ``estimate`` of that run alone: a block costs the same beside any other
+    (``chunk_sources``), so llvm-mca reads every block any run executed once per core, and the blocks are walked once
+    (``dropped`` then counts the lines of all runs' blocks)."""
     cores = tuple(cores)
     if not cores:
         return [{} for _ in weights]
@@ -250,18 +274,18 @@ def estimate_each(counts: ExecutedCounts, weights: Sequence[Sequence[int]], exec
     for block, body, (sew, lmul) in dispatch_blocks(counts, executables, arch):
         code = BlockCode(tuple(mca_line(insn) for insn in body), sew, lmul)
         walked.append((dispatch_key(body[0].function), code, index[id(block)]))
-    results: list[dict[str, SiliconEstimate]] = []
-    for execs in weights:
-        ran = [(key, code, execs[i]) for key, code, i in walked if execs[i]]
-        result = {}
-        for core in cores:
-            cycles, dropped, cached = block_cycles([code for _, code, _ in ran], core, store)
+    runs = [[(key, code, execs[i]) for key, code, i in walked if execs[i]] for execs in weights]
+    union = [code for ran in runs for _, code, _ in ran]
+    results: list[dict[str, SiliconEstimate]] = [{} for _ in runs]
+    for core in cores:
+        cycles, dropped, cached = block_cycles(union, core, store)
+        for ran, result in zip(runs, results, strict=True):
             per_dispatch: dict[str, float] = {}
             for key, code, n in ran:
                 per_dispatch[key] = per_dispatch.get(key, 0.0) + n * cycles[code]
             result[core.name] = SiliconEstimate(core, mca_version(mca), {k: round(v) for k, v in per_dispatch.items()},
-                                                blocks=len(cycles), dropped=dropped, cached=cached)
-        results.append(result)
+                                                blocks=len({code for _, code, _ in ran}), dropped=dropped,
+                                                cached=cached)
     return results
 
 

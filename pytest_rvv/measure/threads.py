@@ -348,8 +348,8 @@ def attribute_threads(counts: ThreadCounts, executables: tuple[Path, ...], arch:
 
 def estimate_threads(counts: ThreadCounts, dispatches: dict[str, DispatchThreads], executables: tuple[Path, ...],
                      arch: str, cores: tuple[Core, ...], store: Store) -> None:
-    """Est. cycles of each thread's share of each dispatch on each core: llvm-mca on that thread's executed blocks
-    (block cycles are cached by code; the run's blocks are walked once for every thread)."""
+    """Est. cycles of each thread's share of each dispatch on each core: that thread's executed blocks, each at
+    its llvm-mca cycles (the run's blocks walked once, and read by llvm-mca once for all threads)."""
     threads = sorted({t for d in dispatches.values() for t in d.busy})
     each = estimate_each(counts.whole(), [counts.executions(v) for v in threads], executables, arch, cores, store)
     for vcpu, estimates in zip(threads, each, strict=True):
