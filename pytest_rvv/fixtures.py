@@ -5,6 +5,8 @@ Registered by the plugin at configure time, so they are available wherever pytes
 
 from __future__ import annotations
 
+import contextlib
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -233,10 +235,28 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
         except ConfigError as exc:
             pytest.fail(str(exc), pytrace=False)
         _judged(judge(applicable, result, rvv_target, limits, machine, strict=strict,
-                      added_work=settings.added_work_percent).decision, record_property)
+                      added_work=settings.added_work_percent, record=record_command(request)).decision,
+                record_property)
         return result
 
     return check
+
+
+SELECTING = ("--rvv-models", "--rvv-targets", "--rvv-kernels")  # options without which a cell is not collected
+
+
+def record_command(request: pytest.FixtureRequest) -> str:
+    """The command that records this test's baselines: pytest on its file, with the run's own selection (a kernel
+    cell, or a model outside the default set, is collected only with it), then --update-baselines."""
+    args, kept = [str(a) for a in request.config.invocation_params.args], []
+    for i, arg in enumerate(args):
+        name = arg.split("=", 1)[0]
+        if name in SELECTING:
+            kept.append(arg if "=" in arg or i + 1 == len(args) else f"{arg}={args[i + 1]}")
+    path = request.node.path
+    with contextlib.suppress(ValueError):  # a test file outside the folder pytest was started in: its full path
+        path = path.relative_to(request.config.invocation_params.dir)
+    return shlex.join(["pytest", str(path), *kept, "--update-baselines"])
 
 
 def _wall_request(request: pytest.FixtureRequest, settings: Settings) -> WallRequest | None:

@@ -1,6 +1,8 @@
 """Performance baselines: recording, checking with a table, atomic updates, merging xdist workers."""
 
 import json
+import re
+import shlex
 import shutil
 
 import pytest
@@ -98,12 +100,19 @@ def test_an_improvement_passes_and_is_listed_but_fails_when_strict(project):
     result.assert_outcomes(passed=1)
     assert "REGRESSED" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*rvv improvements*",
-                                 "mlp on rv64gc: executed_dispatch_instructions -*% (record: pytest suites/performance "
-                                 "--update-baselines -k 'mlp-rv64gc')"])
+                                 "mlp on rv64gc: executed_dispatch_instructions -*% (record: pytest "
+                                 "performance/test_performance.py --rvv-models=mlp --rvv-targets=rv64gc "
+                                 "--update-baselines -k '[[]mlp-rv64gc]')"])  # [[] is fnmatch's literal [
     strict = project.run(*args, "--rvv-strict-baselines")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["differs from its baseline (strict): mlp on rv64gc",
                                  "*executed_dispatch_instructions * exact  improved"])
+    # the line's command, run as it stands, records this cell's baseline and no other
+    (command,) = re.findall(r"\(record: pytest (.*)\)$", result.stdout.str(), re.MULTILINE)
+    project.run(*shlex.split(command)).assert_outcomes(passed=1)
+    assert json.loads(path.read_text())["metrics"]["executed_dispatch_instructions"] == \
+        data["metrics"]["executed_dispatch_instructions"] - 1000
+    project.run(*args, "--rvv-strict-baselines").assert_outcomes(passed=1)
 
 
 def test_times_gate_only_against_a_baseline_from_this_machine(project):
@@ -125,7 +134,8 @@ def test_times_gate_only_against_a_baseline_from_this_machine(project):
     elsewhere = project.run(*args, "--rvv-machine=new-runner")
     elsewhere.assert_outcomes(passed=1)
     elsewhere.stdout.fnmatch_lines(["machine-bound metrics shown, not gated: no baseline from machine new-runner "
-                                    "(baselines exist for fast-box); record one here with pytest suites/performance "
+                                    "(baselines exist for fast-box); record one here with pytest "
+                                    "performance/test_performance.py --rvv-models=mlp --rvv-targets=rv64gc "
                                     "--update-baselines"])
     here = project.run(*args, "--rvv-machine=fast-box")
     here.assert_outcomes(failed=1)

@@ -147,6 +147,26 @@ def test_a_block_without_a_vector_type_at_entry_costs_the_same_beside_any_neighb
         assert found[before] == silicon.block_cycles([before], X60, Store(tmp_path / f"{lmul}-alone"))[0][before]
 
 
+def test_a_cores_stand_in_replaces_only_its_instruction_at_its_vtype_and_moves_no_other_block(mca, tmp_path):
+    """The X60 reads vmacc.vv at e32,m4 and m8 as vfmacc.vv (rvv-bench's timing, config/cores.py); at m2, under a
+    vtype a vsetvli sets, on another core, and in every block without it, nothing changes."""
+    assert X60.stand_ins and not CORES["sifive-p670"].stand_ins
+    chain = silicon.BlockCode(("vmacc.vv v8,v16,v24", "vmacc.vv v12,v16,v24", "addi a0,a0,-1"), "32", "m4")
+    switched = silicon.BlockCode(("vmacc.vv v8,v16,v24", "vsetvli t0,zero,e32,m4,ta,ma", "vmacc.vv v8,v16,v24"),
+                                 "32", "m2")
+    assert silicon.stood_in(chain, X60).lines == ("vfmacc.vv v8,v16,v24", "vfmacc.vv v12,v16,v24", "addi a0,a0,-1")
+    assert silicon.stood_in(switched, X60).lines == ("vmacc.vv v8,v16,v24", "vsetvli t0,zero,e32,m4,ta,ma",
+                                                     "vfmacc.vv v8,v16,v24")
+    assert silicon.stood_in(chain, CORES["sifive-p670"]) == chain
+    plain = dataclasses.replace(X60, stand_ins=())
+    others = [silicon.BlockCode(tuple(line.format(lmul="m4") for line in lines), "32" if vtype else "",
+                                "m4" if vtype else "") for lines, vtype, _ in BLOCKS]  # the kernels' blocks at m4
+    found, _, _ = silicon.block_cycles([chain, *others], X60, Store(tmp_path / "x60"))
+    unchanged, _, _ = silicon.block_cycles([chain, *others], plain, Store(tmp_path / "plain"))
+    assert {c: found[c] for c in others} == {c: unchanged[c] for c in others}
+    assert found[chain] == 8 < unchanged[chain]  # two chains at m4: 4.00 per MAC, as rvv-bench measured
+
+
 def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     for workers, jobs in (("1", 64), ("16", 4), ("64", 2), ("", 64)):

@@ -35,8 +35,9 @@ class ApplicableBaselines:
     machine_path: Path
     other_machines: tuple[str, ...]  # machines that have a baseline for this model x target
 
-    def machine_note(self, machine: Machine) -> str:
-        """One line when machine-bound metrics are not gated here; empty when they are."""
+    def machine_note(self, machine: Machine, record: str = RECORD_HINT) -> str:
+        """One line when machine-bound metrics are not gated here (``record``: the command that records them);
+        empty when they are."""
         if self.machine is not None:
             recorded = self.machine.machine_id
             if recorded and recorded != machine.id:
@@ -45,7 +46,7 @@ class ApplicableBaselines:
             return ""
         elsewhere = f"baselines exist for {', '.join(self.other_machines)}" if self.other_machines else "none recorded"
         return (f"machine-bound metrics shown, not gated: no baseline from machine {machine.name} ({elsewhere}); "
-                f"record one here with {RECORD_HINT}")
+                f"record one here with {record}")
 
 
 def applicable_baselines(root: Path, machine: Machine, target: str, model: str) -> ApplicableBaselines:

@@ -50,6 +50,7 @@ class PerfVerdict:
     portable_missing: bool = False  # portable metrics measured, no portable baseline recorded
     strict: bool = False  # --rvv-strict-baselines: any difference, and a missing baseline, fails
     traffic: GateResult = field(default_factory=GateResult)  # DRAM bytes per dispatch vs the baseline's (rule (g))
+    record: str = RECORD_HINT  # the command that records this cell's baselines (its suite and selection)
 
     @property
     def rows(self) -> list[Row]:
@@ -69,7 +70,7 @@ class PerfVerdict:
         if not better and not self.traffic.improvements:
             return []
         listed = ", ".join([f"{r.metric} {r.change()}" for r in better] + self.traffic.improvements)
-        return [f"{self.model} on {self.target}: {listed} (record: {RECORD_HINT} -k '{self.model}-{self.target}')"]
+        return [f"{self.model} on {self.target}: {listed} (record: {self.record} -k '[{self.model}-{self.target}]')"]
 
     @property
     def decision(self) -> Verdict:
@@ -189,8 +190,9 @@ def _traffic_review(baseline: Baseline, result: PerfResult) -> tuple[GateResult,
 
 
 def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, limits: Mapping[str, float],
-          machine: Machine, strict: bool = False, added_work: float = 5.0) -> PerfVerdict:
-    """Compare ``result`` with the baselines in ``applicable`` that apply on ``machine``.
+          machine: Machine, strict: bool = False, added_work: float = 5.0, record: str = RECORD_HINT) -> PerfVerdict:
+    """Compare ``result`` with the baselines in ``applicable`` that apply on ``machine`` (``record``: the command
+    that records them, named in the lines that suggest it).
 
     With the toolchain unchanged, exact metrics gate exactly; when the portable baseline was
     recorded with another compiler, the run is an upgrade review (see upgrade_review) unless
@@ -201,7 +203,7 @@ def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, l
     diagnostics = frozenset(m for m in portable_now if kind_of(m, target) == DIAGNOSTIC)
     verdict = PerfVerdict(result.model, result.target, has_portable=bool(portable_now),
                           portable_path=str(applicable.portable_path), machine_path=str(applicable.machine_path),
-                          strict=strict)
+                          strict=strict, record=record)
     if applicable.portable is not None and portable_now:
         verdict.portable = compare(applicable.portable, portable_now, {}, limits, diagnostics)
         if upgrade := _toolchain_change(applicable.portable, result):
@@ -226,6 +228,6 @@ def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, l
         if not strict and (upgrade := _toolchain_change(applicable.machine, result)):
             verdict.upgrade = verdict.upgrade or upgrade  # e.g. the host target's sizes: churn, like the portable
             verdict.machine_bound = upgrade_review(verdict.machine_bound, added_work)
-    if note := applicable.machine_note(machine):
+    if note := applicable.machine_note(machine, record):
         verdict.notes.append(note)
     return verdict

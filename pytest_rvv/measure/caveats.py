@@ -4,8 +4,9 @@
 rvv-bench's timings on the core. A cell's estimate rests on one when its executed dispatch code runs that
 instruction under a vtype of that LMUL: the walk is the estimator's own (measure/silicon.py: every executed block of
 the dispatch libraries, the vtype in force at its entry, a ``vsetvli`` inside the block taking over from there). LLVM
-22's X60 model times ``vmacc.vv`` alike at every SEW (llvm-mca: 32 cycles per two chained ones at e8, e16 and e32,
-m4), so a known error at e32 is taken to hold at the LMUL, whatever the SEW.
+22's X60 model times an instruction alike at every SEW where measured (``vmacc.vv``: 32 cycles per two chained ones at
+e8, e16 and e32, m4), so a known error at e32 is taken to hold at the LMUL, whatever the SEW. An instruction the core
+reads through a stand-in (``Core.stand_ins``) is no known error there.
 
 A caveat says the instruction (at the SEWs seen), how many times it executed, in which dispatches, the share of the
 core's estimated cycles spent in the blocks that hold it, and the measured error. Blocks holding under

@@ -146,11 +146,27 @@ class SiliconEstimate:
         return cycles_ms(self.total, self.core.ghz) if self.core.ghz else None
 
 
+def stood_in(code: BlockCode, core: Core) -> BlockCode:
+    """``code`` as llvm-mca reads it for ``core``: each instruction the core has a stand-in for at the vtype in force
+    there (``Core.stand_ins``) replaced by it, operands kept."""
+    if not core.stand_ins:
+        return code
+    table = {(mnemonic, sew, lmul): stand_in for mnemonic, sew, lmul, stand_in in core.stand_ins}
+    vtype, lines = (code.sew, code.lmul), []
+    for line in code.lines:
+        mnemonic, _, operands = line.partition(" ")
+        replacement = table.get((mnemonic, *vtype))
+        lines.append(f"{replacement} {operands}" if replacement else line)
+        vtype = next_vtype(vtype, Instruction(0, mnemonic, operands, ""))
+    return BlockCode(tuple(lines), code.sew, code.lmul)
+
+
 def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict[BlockCode, float], int, bool]:
     """Steady-state cycles per iteration of each block on ``core`` (one code region each, llvm-mca at each
-    iteration count), cached by the blocks' code, their vtypes, the core and LLVM."""
+    iteration count, the core's stand-ins in place), cached by the blocks' code, their vtypes, the core and LLVM."""
     mca = find_mca()
-    ordered = sorted(set(codes), key=BlockCode.identity)  # "e,|" (no vector type) before "e8,m1|"...
+    given = {code: stood_in(code, core) for code in set(codes)}
+    ordered = sorted(set(given.values()), key=BlockCode.identity)  # "e,|" (no vector type) before "e8,m1|"...
     if not ordered:  # nothing executed (a thread that ran no dispatch code)
         return {}, 0, False
     key = digest(["silicon-v3", mca_version(mca), core.name, repr(core.iterations),
@@ -164,8 +180,8 @@ def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict
         return {"core": core.name, "llvm_mca": mca_version(mca), "blocks": len(ordered), "dropped": dropped}
 
     entry = store.get_or_build("silicon", key, build)
-    steady = json.loads(entry.file("cycles.json").read_text())
-    return dict(zip(ordered, steady, strict=True)), int(str(entry.meta["dropped"])), not entry.created
+    steady = dict(zip(ordered, json.loads(entry.file("cycles.json").read_text()), strict=True))
+    return {code: steady[read] for code, read in given.items()}, int(str(entry.meta["dropped"])), not entry.created
 
 
 def reads_vtype_at_entry(code: BlockCode) -> bool:

@@ -13,8 +13,9 @@ def estimator_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["| Core | Instruction | SEW | LMUL | Measured cycles/instr | Estimated (llvm-mca) | Error | Source |",
              "|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["core"], r["instruction"], r["sew"], r["lmul"])):
+        read_as = f" (as {r['stand_in']})" if r.get("stand_in") else ""
         lines.append(f"| {r['core']} | {r['instruction']} | e{r['sew']} | {r['lmul']} | {r['measured']:.2f} | "
-                     f"{r['estimated']:.2f} | {r['error_percent']:+.1f} % | {r['source']} |")
+                     f"{r['estimated']:.2f}{read_as} | {r['error_percent']:+.1f} % | {r['source']} |")
     return lines
 
 
