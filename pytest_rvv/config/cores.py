@@ -29,6 +29,10 @@ class Core:
     # (measure/silicon.py gives llvm-mca the stand-in; measure/calibration.py holds each against the measurement)
     stand_ins: tuple[tuple[str, str, str, str], ...] = ()
 
+    def stand_in(self, mnemonic: str, sew: str, lmul: str) -> str | None:
+        """The instruction llvm-mca reads in place of ``mnemonic`` at that vtype on this core, if any."""
+        return next((s for m, e, lm, s in self.stand_ins if (m, e, lm) == (mnemonic, sew, lmul)), None)
+
 
 # In-order models settle by the second iteration: (cycles at 4 - cycles at 2) / 2 equals (at 20 - at 10) / 10 on every
 # executed block of llama-prefill-int8 and squeezenet1.1-int8 on rv64gc, mobilenetv2 and ppocrv4-det on zvl256b(-mmt4d),

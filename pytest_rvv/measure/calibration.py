@@ -113,8 +113,7 @@ class InstructionCalibration:
         row: dict[str, object] = {"core": t.core, "instruction": instruction, "sew": int(t.sew), "lmul": t.lmul,
                                   "measured": t.cycles, "estimated": round(self.estimated, 3),
                                   "error_percent": self.error_percent, "source": t.source, "llvm_mca": self.llvm_mca}
-        stand_in = {(m, sew, lmul): s for m, sew, lmul, s in CORES[t.core].stand_ins}.get((t.mnemonic, t.sew, t.lmul))
-        if stand_in:  # the estimator read it as this instruction (config/cores.py)
+        if stand_in := CORES[t.core].stand_in(t.mnemonic, t.sew, t.lmul):  # what the estimator read it as
             row["stand_in"] = stand_in
         return row
 

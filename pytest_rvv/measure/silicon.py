@@ -151,11 +151,10 @@ def stood_in(code: BlockCode, core: Core) -> BlockCode:
     there (``Core.stand_ins``) replaced by it, operands kept."""
     if not core.stand_ins:
         return code
-    table = {(mnemonic, sew, lmul): stand_in for mnemonic, sew, lmul, stand_in in core.stand_ins}
     vtype, lines = (code.sew, code.lmul), []
     for line in code.lines:
         mnemonic, _, operands = line.partition(" ")
-        replacement = table.get((mnemonic, *vtype))
+        replacement = core.stand_in(mnemonic, *vtype)
         lines.append(f"{replacement} {operands}" if replacement else line)
         vtype = next_vtype(vtype, Instruction(0, mnemonic, operands, ""))
     return BlockCode(tuple(lines), code.sew, code.lmul)
@@ -206,8 +205,9 @@ def chunk_sources(ordered: list[BlockCode], size: int) -> list[tuple[tuple[int, 
     region before it left (measured: 3 ``vle32.v`` after an m1 region 91 cycles, alone 481). Each such
     region opens an input of its own; every other region's type is its instrument or its own
     ``vsetvli``. So each region costs exactly what it costs alone, whichever blocks are beside it."""
-    heads = [i for i, code in enumerate(ordered) if reads_vtype_at_entry(code)]
-    rest = iter(i for i, code in enumerate(ordered) if not reads_vtype_at_entry(code))
+    alone = [reads_vtype_at_entry(code) for code in ordered]
+    heads = [i for i, own in enumerate(alone) if own]
+    rest = iter(i for i, own in enumerate(alone) if not own)
     chunks = [[head] for head in heads] + [[] for _ in range(max(0, -(-len(ordered) // size) - len(heads)))]
     for chunk in chunks:
         while len(chunk) < size and (i := next(rest, None)) is not None:
