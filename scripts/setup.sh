@@ -6,7 +6,7 @@
 #   bash scripts/setup.sh qemu       # only the plugin-capable QEMU build
 #   bash scripts/setup.sh python     # only the virtual environment
 #   bash scripts/setup.sh runtime    # only IREE's riscv64 runtime, built from IREE's source
-#   bash scripts/setup.sh peers      # only ONNX Runtime's riscv64 build (Debian 13) and its harness
+#   bash scripts/setup.sh peers      # only the peers' riscv64 builds (Debian 13, PyPI) and their harnesses
 #
 # QEMU >= 9 is required for RVV work (Debian 12's 7.2 lacks riscv_hwprobe and crashes on RVV code),
 # and Debian's newer qemu-user packages are static builds that cannot load TCG plugins. So this
@@ -15,9 +15,10 @@
 # No registry ships IREE's runtime for riscv64 either: the `runtime` step builds a static
 # riscv64 iree-run-module (~1-3 min on 2 cores, once) from IREE's source, taken from
 # $PYTEST_RVV_IREE_SRC (a directory or .tar.xz) or a git clone at the compiler's commit.
-# The `peers` step fetches ONNX Runtime's riscv64 build and its dependencies from Debian 13 (trixie)
-# with a private apt configuration (the system's apt state stays as it is; ~10 MB, seconds) into
-# the tools cache, and cross-builds a small harness against its C API: the peer IREE is compared with.
+# The `peers` step fetches each peer's riscv64 build and its dependencies from Debian 13 (trixie;
+# ggml from unstable) with a private apt configuration (the system's apt state stays as it is; 15-32 MB
+# each, seconds) into the tools cache and cross-builds a small harness for each: ONNX Runtime, OpenBLAS,
+# ggml; for ncnn, Debian's riscv64 Python 3.13 and the ncnn (riscv64) and pnnx (x86_64) wheels from PyPI.
 set -euo pipefail
 
 QEMU_VERSION=10.0.2

@@ -59,10 +59,10 @@ def runner_for(target: str, peer: str = "openblas") -> MatmulRunner:
 def test_a_peer_is_a_plug_in_named_once_and_the_option_knows_each():
     assert tuple(PEERS) == settings.PEERS  # --rvv-peers' words are the plug-ins'
     assert {p.suite for p in PEERS.values()} == {"models", "kernels"}
-    assert settings._peers("all") == ("onnxruntime", "openblas", "ggml")
-    with pytest.raises(ConfigError, match=r"--rvv-peers=ncnn: unknown peer ncnn \(known: onnxruntime, openblas, ggml, "
-                                          r"all\)"):
-        settings._peers("ncnn")
+    assert settings._peers("all") == ("onnxruntime", "openblas", "ggml", "ncnn")
+    with pytest.raises(ConfigError, match=r"--rvv-peers=xnnpack: unknown peer xnnpack \(known: onnxruntime, openblas, "
+                                          r"ggml, ncnn, all\)"):
+        settings._peers("xnnpack")
 
 
 def test_openblas_serves_the_f32_kernel_cells_and_says_why_not_the_others():

@@ -110,7 +110,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("peers", "run peers beside IREE on the same QEMU CPU, comma-separated or all: onnxruntime (Debian 13's "
            "riscv64 ONNX Runtime, each model x riscv64 target: suites/peers/), openblas (Debian 13's OpenBLAS, its "
            "RVV sgemm on the kernel suite's f32 cells: suites/kernels/ with --rvv-kernels), ggml (llama.cpp's "
-           "tensor library from Debian unstable, its RVV mul_mat on the same cells); bash scripts/setup.sh peers "
+           "tensor library from Debian unstable, its RVV mul_mat on the same cells), ncnn (PyPI's riscv64 wheel, "
+           "its RVV layers on each float32 model x riscv64 target: suites/peers/); bash scripts/setup.sh peers "
            "fetches them; default: none, the peer tests are deselected", env="PYTEST_RVV_PEERS",
            metavar="PEER"),
     Option("wall-time", "estimate memory traffic per dispatch and one call's wall time at 1 and N threads on a "
@@ -296,11 +297,11 @@ class Settings:
         )
 
 
-PEERS = ("onnxruntime", "openblas", "ggml")  # run/peer.py PEERS' names (a spec holds the two equal)
+PEERS = ("onnxruntime", "openblas", "ggml", "ncnn")  # run/peer.py PEERS' names (a spec holds the two equal)
 
 
 def _peers(value: Any) -> tuple[str, ...]:
-    """--rvv-peers: ``onnxruntime``, ``openblas``, ``ggml`` (or ``all``); empty: none."""
+    """--rvv-peers: ``onnxruntime``, ``openblas``, ``ggml``, ``ncnn`` (or ``all``); empty: none."""
     names = [n.strip() for n in str(value or "").split(",") if n.strip()]
     if names == ["all"]:
         return PEERS

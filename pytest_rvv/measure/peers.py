@@ -52,7 +52,6 @@ from pytest_rvv.run.ort_harness import ORACLE_LEVELS
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRuns, RecordedPeerRun
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.session import Cell, Oracle
-from pytest_rvv.toolchain.debian_sysroot import MARKER, PeerSysroot
 
 CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
 TOP = 3  # IREE dispatches named as what makes the difference
@@ -197,7 +196,7 @@ def measure_peer(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs:
     # by it, as Target.cores() holds for IREE's)
     modelled = any(core.name == CORE for core in runner.target.cores())
     with runs.stages.time("estimate"):
-        estimate = estimate_peer(*counted, runner.sysroot, runner.harness, runs.store) \
+        estimate = estimate_peer(*counted, runner, runs.store) \
             if estimated and modelled else None
     return PeerWork(runner.describe(), checked, per_call, sum(one.values()) - per_call,
                     {k: v for k, v in libraries.items() if v}, vector_two - vector_one, plain.rss_kb, estimate, own)
@@ -288,7 +287,7 @@ def _block_codes(elf: Path, starts: dict[int, int]) -> dict[int, BlockCode]:
     return codes
 
 
-def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, sysroot: PeerSysroot, harness: Path,
+def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, runner: EmulatedPeerRunner,
                   store: Store) -> PeerEstimate | None:
     """Est. cycles of one call on CORE: llvm-mca's steady-state cycles of every block the second call executes
     (execs in the two-call run less the one-call run), from the sysroot's own files (stripped: no function names,
@@ -301,8 +300,7 @@ def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, sysroot: PeerSysro
     except ToolMissing:
         return None
     key = digest(["peer-estimate-v2", content_sha(one.counts), content_sha(two.counts), json.dumps(one.code),
-                  json.dumps(two.code), content_sha(sysroot.path / MARKER), content_sha(harness), repr(core),
-                  mca_version(mca), _SOURCE])
+                  json.dumps(two.code), *runner.identity(), repr(core), mca_version(mca), _SOURCE])
 
     def build(tmp: Path) -> dict[str, Any]:
         delta: dict[tuple[str, int, int], int] = {}
@@ -319,8 +317,7 @@ def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, sysroot: PeerSysro
                 key = (name, block.vaddr - start, block.n_insns)
                 delta[key] = delta.get(key, 0) + sign * block.execs
         work = sum(n * d for (_, _, n), d in delta.items())
-        files = {name: harness if name == harness.name else next(iter(sorted(sysroot.path.rglob(name))), None)
-                 for name in bases}
+        files = {name: runner.code_file(name) for name in bases}
         codes: dict[BlockCode, int] = {}
         covered = 0
         for name, elf in files.items():

@@ -34,6 +34,8 @@ from pytest_rvv.run.blas_peer import blas_runner
 from pytest_rvv.run.blas_peer import prepare as prepare_openblas
 from pytest_rvv.run.ggml_peer import ggml_runner
 from pytest_rvv.run.ggml_peer import prepare as prepare_ggml
+from pytest_rvv.run.ncnn_peer import ncnn_runner
+from pytest_rvv.run.ncnn_peer import prepare as prepare_ncnn
 from pytest_rvv.run.ort_harness import PeerRun, build_harness, run_harness
 from pytest_rvv.run.ort_harness import prepare as prepare_ort
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
@@ -43,7 +45,7 @@ from pytest_rvv.run.recorded import inputs_digest, rss_probe
 from pytest_rvv.toolchain.debian_sysroot import SUITE, SysrootUnavailable
 from pytest_rvv.toolchain.peer_ort import prepare_sysroot
 
-ONNXRUNTIME, OPENBLAS, GGML = "onnxruntime", "openblas", "ggml"  # --rvv-peers words (PEERS below)
+ONNXRUNTIME, OPENBLAS, GGML, NCNN = "onnxruntime", "openblas", "ggml", "ncnn"  # --rvv-peers words (PEERS below)
 PLAIN, COUNTED_ONE, COUNTED_TWO = "plain", "counted-1", "counted-2"
 REPEATS = {PLAIN: 1, COUNTED_ONE: 1, COUNTED_TWO: 2}
 NAMESPACE = "peer-runs"
@@ -124,6 +126,14 @@ def _serves_f32_matmul(model: Model, target: Target) -> str | None:
         f"its harness multiplies float32, not {', '.join(sorted(kinds - {'float32'}))}"
 
 
+def _serves_float32_model(model: Model, target: Target) -> str | None:
+    if (why := _serves_riscv64(model, target)) is not None:
+        return why
+    kinds = {spec.dtype for spec in model.inputs} | {step for step in model.preparation if step in _NARROW}
+    return None if kinds == {"float32"} else \
+        f"its harness feeds float32 to ncnn, not {', '.join(sorted(kinds - {'float32'}))}"
+
+
 def peer_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | None = None) -> PeerRunner:
     """The ONNX Runtime peer for ``target``: the sysroot fetched and verified (SysrootUnavailable: one line, e.g.
     without network), the harness built, QEMU found (ToolMissing)."""
@@ -189,6 +199,7 @@ PEERS: dict[str, Peer] = {p.name: p for p in (
     Peer(ONNXRUNTIME, "ONNX Runtime", "libonnxruntime", "models", peer_runner, _serves_riscv64, prepare_ort),
     Peer(OPENBLAS, "OpenBLAS", "libopenblas", "kernels", blas_runner, _serves_f32_matmul, prepare_openblas),
     Peer(GGML, "ggml", "libggml", "kernels", ggml_runner, _serves_f32_matmul, prepare_ggml),
+    Peer(NCNN, "ncnn", "ncnn", "models", ncnn_runner, _serves_float32_model, prepare_ncnn),
 )}
 
 

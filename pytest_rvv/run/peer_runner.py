@@ -53,6 +53,13 @@ class EmulatedPeerRunner:
     def emulator(self) -> Qemu:
         return self.qemu
 
+    def code_file(self, name: str) -> Path | None:
+        """The file a counted run's code mapping ``name`` came from (the harness, else the sysroot's), for the
+        peer's estimate (measure/peers.py); None when neither holds it (the vDSO)."""
+        if name == self.harness.name:
+            return self.harness
+        return next((p for p in sorted(self.sysroot.path.rglob(name)) if p.is_file()), None)
+
     def identity(self) -> list[str]:
         """What decides its runs besides the model, inputs and helper."""
         return [content_sha(self.harness), content_sha(self.sysroot.path / MARKER), content_sha(self.qemu.path),

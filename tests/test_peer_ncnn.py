@@ -1,0 +1,111 @@
+"""ncnn as a peer plug-in of the model suites: PyPI's riscv64 wheel in Debian 13's riscv64 Python under the same QEMU
+CPU as IREE's cell, the model converted by pnnx.
+
+Real tools: the wheels from the package index, Debian's riscv64 Python, QEMU and its counting plugin, onnxruntime on
+the host as the oracle. Without network (no wheel, no sysroot) the tests that need them skip with the one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.store import Store
+from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure.peers import by_library
+from pytest_rvv.model.registry import builtin_models
+from pytest_rvv.run.ncnn_peer import NCNN_SHA256, NCNN_WHEEL, NcnnRunner, _fetch_wheel, ncnn_runner
+from pytest_rvv.run.ort_harness import PeerRejected
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PLAIN, PeerRuns
+from pytest_rvv.toolchain.debian_sysroot import SysrootUnavailable
+
+from .conftest import convs_model, save_model
+
+
+def runner_for(target: str) -> NcnnRunner:
+    try:
+        return ncnn_runner(BUILTIN_TARGETS[target])
+    except ToolMissing as exc:  # no wheel or sysroot (no network), no QEMU: its one line
+        pytest.skip(str(exc))
+
+
+def oracle(model: Path, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    inputs = [rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape]).astype(np.float32)
+              for i in session.get_inputs()]
+    return inputs, session.run(None, {i.name: x for i, x in zip(session.get_inputs(), inputs, strict=True)})
+
+
+def test_ncnn_serves_the_float32_models_on_emulated_riscv64_targets_and_says_why_not_the_others():
+    models = builtin_models()
+    ncnn = PEERS["ncnn"]
+    assert ncnn.suite == "models" and ncnn.library == "ncnn"
+    assert ncnn.serves(models["squeezenet1.1"], BUILTIN_TARGETS["rv64gcv-zvl256b"]) is None
+    assert ncnn.serves(models["squeezenet1.1-f16"], BUILTIN_TARGETS["rv64gcv-zvl256b"]) == \
+        "its harness feeds float32 to ncnn, not float16"
+    assert ncnn.serves(models["squeezenet1.1"], BUILTIN_TARGETS["aarch64"]) == \
+        "aarch64 is not an emulated riscv64 target"
+
+
+def test_a_cnn_agrees_with_onnxruntime_and_runs_ncnns_rvv_kernels_only_where_the_cpu_has_v(tmp_path: Path):
+    model = convs_model(tmp_path / "convs.onnx")
+    inputs, expected = oracle(model)
+    vector = {}
+    for target in ("rv64gcv-zvl256b", "rv64gc"):
+        runner = runner_for(target)
+        runs = PeerRuns(Store(tmp_path / "cache"), None)
+        plain = runs.run(PLAIN, runner, model, inputs, len(expected), "all", "convs")
+        assert plain.outputs[0].shape == expected[0].shape  # ncnn drops the batch axis; the runner gives it back
+        np.testing.assert_allclose(plain.outputs[0], expected[0], rtol=1e-4, atol=1e-4)
+        one, two = (by_library(runs.run(kind, runner, model, inputs, len(expected), "all", "convs"))
+                    for kind in (COUNTED_ONE, COUNTED_TWO))
+        own = {name for name in two[0] if name.startswith("ncnn")}
+        assert own == {"ncnn.cpython-313-riscv64-linux-gnu.so"}, two[0]
+        per_call = {name: two[0][name] - one[0].get(name, 0) for name in two[0]}
+        # one call is mostly ncnn's own code: Python's interpreter and the module's load are left out
+        assert per_call["ncnn.cpython-313-riscv64-linux-gnu.so"] > 0.5 * sum(per_call.values())
+        vector[target] = two[1] - one[1]
+    assert vector["rv64gcv-zvl256b"] > 1000, vector  # its _riscv_rvv layers, picked from hwcap
+    assert vector["rv64gc"] == 0, vector
+
+
+def test_a_counted_run_is_the_same_every_time(tmp_path: Path):
+    """Python draws a hash seed at start and allocates by address: the harness runs with a fixed seed in QEMU's
+    reserved address space, so two fresh counted runs execute exactly the same blocks."""
+    model = convs_model(tmp_path / "convs.onnx")
+    inputs, expected = oracle(model)
+    runner = runner_for("rv64gcv-zvl256b")
+    texts = [PeerRuns(Store(tmp_path / f"cache{i}"), None).run(COUNTED_ONE, runner, model, inputs, len(expected),
+                                                               "all", "convs").counts.read_text() for i in range(2)]
+    assert texts[0] == texts[1]
+
+
+def test_what_ncnn_cannot_run_is_one_line_naming_the_model(tmp_path: Path):
+    runner = runner_for("rv64gcv-zvl256b")
+    model = convs_model(tmp_path / "convs.onnx")
+    batch = np.zeros((2, 32, 4, 4), np.float32)
+    with pytest.raises(PeerRejected, match=r"^convs: ncnn \(riscv64, rv64gcv-zvl256b\) failed \(exit code 1\): "
+                                           r"input 0 has batch 2: ncnn runs one item at a time$"):
+        runner.run(model, [batch], tmp_path / "run", 1, name="convs")
+    ints = tmp_path / "ints.onnx"
+    save_model(ints, [helper.make_node("Neg", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.INT32,
+                                                                                             [4])],
+               [helper.make_tensor_value_info("y", TensorProto.INT32, [4])])
+    with pytest.raises(PeerRejected, match=r"^ints: ncnn's harness feeds float32, this model takes int32$"):
+        runner.run(ints, [np.zeros(4, np.int32)], tmp_path / "run2", 1, name="ints")
+
+
+def test_a_wheel_that_is_not_the_pinned_build_is_refused_in_one_line(tmp_path: Path):
+    with pytest.raises(SysrootUnavailable, match=r"^pip download ncnn==1\.0\.20261020 gave ncnn-1\.0\.20261020-cp313-"
+                                                 r"cp313-manylinux_2_39_riscv64\.whl \(sha256 72fb4b07316e\), not "
+                                                 r".* \(000000000000\): the index serves another build$"):
+        _fetch_wheel(tmp_path, NCNN_WHEEL, "0" * 64, "ncnn==1.0.20261020", "manylinux_2_39_riscv64", "3.13",
+                     lambda archive, into: None, "ncnn-wheel")
+    assert NCNN_SHA256.startswith("72fb4b07316e")
+    assert not any(tmp_path.rglob("*.whl"))  # nothing of it is left in the tools cache
