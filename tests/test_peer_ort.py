@@ -153,11 +153,14 @@ def test_the_setup_step_says_one_line_per_peer_and_exits_3_without_network(tmp_p
                           text=True, timeout=300)
     assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
-    assert [line.split(":")[0] for line in lines] == ["[peers] onnxruntime", "[peers] openblas", "[peers] ggml"]
+    assert [line.split(":")[0] for line in lines] == ["[peers] onnxruntime", "[peers] openblas", "[peers] ggml",
+                                                      "[peers] ncnn"]
     assert lines[0].startswith("[peers] onnxruntime: ONNX Runtime's riscv64 build could not be fetched")
     assert lines[1].startswith("[peers] openblas: OpenBLAS's riscv64 build could not be fetched")
     assert lines[2].startswith("[peers] ggml: ggml's riscv64 build could not be fetched from "
                                f"{UNREACHABLE} sid/main riscv64")
+    assert lines[3].startswith("[peers] ncnn: Python's riscv64 build could not be fetched from "
+                               f"{UNREACHABLE} trixie/main riscv64")  # the interpreter its wheel runs in
 
 
 # the harness
