@@ -19,6 +19,7 @@ from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import AARCH64, RISCV64, Target
 from pytest_rvv.measure.silicon import MCA, mca_version
+from pytest_rvv.run.peer import PEERS
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.session import RvvSession
@@ -101,6 +102,10 @@ def diagnose(settings: Settings) -> Iterator[Finding]:
                   f"{mca_version(mca)} ({mca}); cores {cores}" if mca else "not found: no silicon estimates",
                   "apt-get install llvm-22", required=False)
     yield _cache_dir(settings.cache_dir)
+    for peer in PEERS.values():  # fetched on first use, or by setup's peers step; nothing is fetched here
+        found = peer.fetched(settings.tools_dir)
+        yield Finding(f"peer: {peer.name}", found is not None, found or "not fetched (its --rvv-peers tests fetch it "
+                      "first, or skip without network)", f"{SETUP} peers", required=False)
 
 
 def _runtimes(settings: Settings) -> Iterator[Finding]:

@@ -36,7 +36,13 @@ from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
-from pytest_rvv.toolchain.debian_sysroot import PeerSysroot, SysrootRecipe, SysrootUnavailable, prepare_sysroot
+from pytest_rvv.toolchain.debian_sysroot import (
+    PeerSysroot,
+    SysrootRecipe,
+    SysrootUnavailable,
+    cached_sysroot,
+    prepare_sysroot,
+)
 
 NCNN_VERSION = "1.0.20261020"
 NCNN_WHEEL = f"ncnn-{NCNN_VERSION}-cp313-cp313-manylinux_2_39_riscv64.whl"
@@ -218,6 +224,19 @@ def ncnn_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | 
     sysroot = prepare_sysroot(PYTHON_SYSROOT, tools_dir, log=lambda line: None)
     return NcnnRunner(target, find_qemu(target.arch, qemu_dir), sysroot, harness_file(), ncnn_packages(tools_dir),
                       pnnx_executable(tools_dir), Store(tools_dir or default_tools_dir()))
+
+
+def ncnn_fetched(tools_dir: Path | None = None) -> str | None:
+    """What of the ncnn peer is in the tools cache (a line), None when its Python or a wheel is not (nothing is
+    fetched)."""
+    tools = tools_dir or default_tools_dir()
+    sysroot = cached_sysroot(PYTHON_SYSROOT, tools)
+    store = Store(tools)
+    wheels = [store.lookup(namespace, digest([namespace, wheel, sha256])) for namespace, wheel, sha256 in
+              (("ncnn-wheel", NCNN_WHEEL, NCNN_SHA256), ("pnnx-wheel", PNNX_WHEEL, PNNX_SHA256))]
+    if sysroot is None or None in wheels:
+        return None
+    return f"ncnn {NCNN_VERSION} and pnnx {PNNX_VERSION} in {sysroot.describe()}"
 
 
 def prepare(log: Callable[[str], None]) -> str:

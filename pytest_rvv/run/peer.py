@@ -30,11 +30,11 @@ from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.model.model import Model
-from pytest_rvv.run.blas_peer import blas_runner
+from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, blas_runner
 from pytest_rvv.run.blas_peer import prepare as prepare_openblas
-from pytest_rvv.run.ggml_peer import ggml_runner
+from pytest_rvv.run.ggml_peer import GGML_SYSROOT, ggml_runner
 from pytest_rvv.run.ggml_peer import prepare as prepare_ggml
-from pytest_rvv.run.ncnn_peer import ncnn_runner
+from pytest_rvv.run.ncnn_peer import ncnn_fetched, ncnn_runner
 from pytest_rvv.run.ncnn_peer import prepare as prepare_ncnn
 from pytest_rvv.run.ort_harness import PeerRun, build_harness, run_harness
 from pytest_rvv.run.ort_harness import prepare as prepare_ort
@@ -42,8 +42,8 @@ from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.recorded import inputs_digest, rss_probe
-from pytest_rvv.toolchain.debian_sysroot import SUITE, SysrootUnavailable
-from pytest_rvv.toolchain.peer_ort import prepare_sysroot
+from pytest_rvv.toolchain.debian_sysroot import SUITE, SysrootRecipe, SysrootUnavailable, cached_sysroot
+from pytest_rvv.toolchain.peer_ort import ORT, prepare_sysroot
 
 ONNXRUNTIME, OPENBLAS, GGML, NCNN = "onnxruntime", "openblas", "ggml", "ncnn"  # --rvv-peers words (PEERS below)
 PLAIN, COUNTED_ONE, COUNTED_TWO = "plain", "counted-1", "counted-2"
@@ -100,7 +100,8 @@ class Peer:
     ``suite`` says which cells it is generated for (``models``: suites/peers, each model x riscv64 target;
     ``kernels``: suites/kernels, each kernel cell), ``serves`` whether it runs a cell (None) or why not (one line),
     ``runner`` fetches and builds what it needs for a target (SysrootUnavailable / ToolMissing: one line),
-    ``prepare`` the same without a target (setup's ``peers`` step: ``python -m pytest_rvv.run.peer``)."""
+    ``prepare`` the same without a target (setup's ``peers`` step: ``python -m pytest_rvv.run.peer``), ``fetched``
+    what of it is already in the tools cache, without fetching (``pytest-rvv doctor``)."""
 
     name: str  # its --rvv-peers word
     title: str  # "OpenBLAS"
@@ -109,6 +110,7 @@ class Peer:
     runner: Callable[[Target, Path | None, Path | None], EmulatedPeerRunner]
     serves: Callable[[Model, Target], str | None]
     prepare: Callable[[Callable[[str], None]], str]
+    fetched: Callable[[Path | None], str | None]  # what of it is in the tools cache (a line), None: not fetched
 
 
 def _serves_riscv64(model: Model, target: Target) -> str | None:
@@ -195,11 +197,20 @@ class PeerRuns:
                                float(meta["wall_s"]), str(meta["repro"]), cached=not entry.created)
 
 
+def _fetched(recipe: SysrootRecipe) -> Callable[[Path | None], str | None]:
+    def fetched(tools_dir: Path | None) -> str | None:
+        sysroot = cached_sysroot(recipe, tools_dir)
+        return None if sysroot is None else sysroot.describe()
+    return fetched
+
+
 PEERS: dict[str, Peer] = {p.name: p for p in (
-    Peer(ONNXRUNTIME, "ONNX Runtime", "libonnxruntime", "models", peer_runner, _serves_riscv64, prepare_ort),
-    Peer(OPENBLAS, "OpenBLAS", "libopenblas", "kernels", blas_runner, _serves_f32_matmul, prepare_openblas),
-    Peer(GGML, "ggml", "libggml", "kernels", ggml_runner, _serves_f32_matmul, prepare_ggml),
-    Peer(NCNN, "ncnn", "ncnn", "models", ncnn_runner, _serves_float32_model, prepare_ncnn),
+    Peer(ONNXRUNTIME, "ONNX Runtime", "libonnxruntime", "models", peer_runner, _serves_riscv64, prepare_ort,
+         _fetched(ORT)),
+    Peer(OPENBLAS, "OpenBLAS", "libopenblas", "kernels", blas_runner, _serves_f32_matmul, prepare_openblas,
+         _fetched(OPENBLAS_SYSROOT)),
+    Peer(GGML, "ggml", "libggml", "kernels", ggml_runner, _serves_f32_matmul, prepare_ggml, _fetched(GGML_SYSROOT)),
+    Peer(NCNN, "ncnn", "ncnn", "models", ncnn_runner, _serves_float32_model, prepare_ncnn, ncnn_fetched),
 )}
 
 
