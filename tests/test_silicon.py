@@ -167,6 +167,27 @@ def test_a_cores_stand_in_replaces_only_its_instruction_at_its_vtype_and_moves_n
     assert found[chain] == 8 < unchanged[chain]  # two chains at m4: 4.00 per MAC, as rvv-bench measured
 
 
+def test_a_whole_register_copy_is_read_at_lmul_1_and_the_block_keeps_its_own_lmul_after_it(mca, tmp_path):
+    """vmv1r.v copies one register whatever the vtype (rvv-bench: 2.00 up to m4, LLVM 22: 4): the X60 reads it as
+    vmv.v.v under an M1 instrument, then the block's LMUL again, so the m4 work after it costs what it cost."""
+    block = silicon.BlockCode(("vmv1r.v v1,v2", "vfadd.vv v8,v8,v16", "vfadd.vv v12,v12,v20"), "32", "m4")
+    assert silicon.stood_in(block, X60).lines == (
+        "# LLVM-MCA-RISCV-LMUL M1", "vmv.v.v v1,v2", "# LLVM-MCA-RISCV-LMUL M4", "vfadd.vv v8,v8,v16",
+        "vfadd.vv v12,v12,v20")
+    at_m8 = dataclasses.replace(block, lmul="m8")
+    assert silicon.stood_in(at_m8, X60) == at_m8  # 4.00 at m8 in rvv-bench: LLVM's own 4
+    copy = silicon.BlockCode(("vmv1r.v v1,v2",) * 8, "32", "m4")
+    work = silicon.BlockCode(block.lines[1:], "32", "m4")
+    plain = dataclasses.replace(X60, stand_ins=())
+    found, _, _ = silicon.block_cycles([block, copy, work], X60, Store(tmp_path / "x60"))
+    unchanged, _, _ = silicon.block_cycles([block, copy, work], plain, Store(tmp_path / "plain"))
+    assert found[copy] == 16 < unchanged[copy] == 32  # 2 cycles a copy, as rvv-bench measured
+    assert found[work] == unchanged[work]
+    assert found[block] == found[work] == 8  # two m4 adds: 4 each, the copy beside them
+    unrestored = silicon.BlockCode(silicon.stood_in(block, X60).lines[:2] + block.lines[1:], "32", "m4")
+    cheap, _, _ = silicon.block_cycles([unrestored], plain, Store(tmp_path / "unrestored"))
+    assert cheap[unrestored] < 8  # without the block's LMUL given back, the adds would be read at m1
+
 def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     for workers, jobs in (("1", 64), ("16", 4), ("64", 2), ("", 64)):

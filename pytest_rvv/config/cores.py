@@ -26,7 +26,8 @@ class Core:
     iterations: tuple[int, int] = (10, 20)
     # (mnemonic, SEW, LMUL, stand-in): where LLVM's model of the core is measured wrong by more than 30 % and an
     # instruction of the same operands and dependencies that the model times as the core measured runs the original
-    # (measure/silicon.py gives llvm-mca the stand-in; measure/calibration.py holds each against the measurement)
+    # (measure/silicon.py gives llvm-mca the stand-in; measure/calibration.py holds each against the measurement);
+    # "vmv.v.v@m1": the stand-in read at LMUL 1, the block's own LMUL given back after it
     stand_ins: tuple[tuple[str, str, str, str], ...] = ()
 
     def stand_in(self, mnemonic: str, sew: str, lmul: str) -> str | None:
@@ -45,7 +46,11 @@ IN_ORDER_SETTLED = (2, 4)
 # 22's model gives it 16 and 32 cycles of latency (8.00 and 32.00 per instruction in those blocks); vfmacc.vv, the same
 # three-operand accumulate, it times at 4.00 and 8.00 there, as measured for both (line 627). No cell executes
 # vmacc.vv at m4 or m8 at another SEW (surveyed 2026-11-28), and rvv-bench measured e32 only.
-X60_STAND_INS = (("vmacc.vv", "32", "m4", "vfmacc.vv"), ("vmacc.vv", "32", "m8", "vfmacc.vv"))
+X60_STAND_INS = (("vmacc.vv", "32", "m4", "vfmacc.vv"), ("vmacc.vv", "32", "m8", "vfmacc.vv"),
+                 # vmv1r.v copies one register whatever the vtype: rvv-bench 2.00 at every SEW up to m4 (4.00 at m8,
+                 # as LLVM's 4), LLVM 22 gives it 4; vmv.v.v at LMUL 1 is timed 2, read under an M1 instrument
+                 *(("vmv1r.v", sew, lmul, "vmv.v.v@m1") for sew in ("8", "16", "32", "64")
+                   for lmul in ("mf8", "mf4", "mf2", "m1", "m2", "m4")))
 
 
 def cycles_ms(cycles: float, ghz: float) -> float:

@@ -42,6 +42,7 @@ WHAT_IT_IS = ("llvm-mca models issue, latency and throughput of each block, not 
 # (10, 20) measured on squeezenet as the same estimate as 100 vs 200 iterations on the in-order X60 and X280, within
 # 0.1 % on the out-of-order P670, in half the time; the in-order cores settle by (2, 4) (config/cores.py).
 CHUNK = 500  # code regions per llvm-mca input (see region_cycles)
+INSTRUMENT_LMUL = "# LLVM-MCA-RISCV-LMUL"  # llvm-mca's instrument: the LMUL the instructions after it are read at
 _BRANCH = re.compile(r"^(?:b[a-z]*|j|jal|c\.b[a-z]*|c\.j|c\.jal)$")
 VTYPE = re.compile(r"\be(8|16|32|64)\s*,\s*(mf[248]|m[1248])\b")  # a vset{i}vli's SEW and LMUL
 _ERROR = re.compile(r"^<stdin>:(\d+):\d+: error:", re.MULTILINE)
@@ -74,7 +75,7 @@ class BlockCode:
     def region(self, index: int) -> str:
         head = [f"# LLVM-MCA-BEGIN b{index}"]
         if self.sew and self.lmul:
-            head += [f"# LLVM-MCA-RISCV-LMUL {self.lmul.upper()}", f"# LLVM-MCA-RISCV-SEW E{self.sew}"]
+            head += [f"{INSTRUMENT_LMUL} {self.lmul.upper()}", f"# LLVM-MCA-RISCV-SEW E{self.sew}"]
         return "\n".join([*head, *self.lines, "# LLVM-MCA-END"])
 
     def identity(self) -> str:
@@ -155,7 +156,14 @@ def stood_in(code: BlockCode, core: Core) -> BlockCode:
     for line in code.lines:
         mnemonic, _, operands = line.partition(" ")
         replacement = core.stand_in(mnemonic, *vtype)
-        lines.append(f"{replacement} {operands}" if replacement else line)
+        stand_in, _, lmul = (replacement or "").partition("@")
+        if not replacement:
+            lines.append(line)
+        elif lmul:  # read at its own LMUL, then the type in force again (an llvm-mca instrument mid-region)
+            lines += [f"{INSTRUMENT_LMUL} {lmul.upper()}", f"{stand_in} {operands}",
+                      f"{INSTRUMENT_LMUL} {vtype[1].upper()}"]
+        else:
+            lines.append(f"{stand_in} {operands}")
         vtype = next_vtype(vtype, Instruction(0, mnemonic, operands, ""))
     return BlockCode(tuple(lines), code.sew, code.lmul)
 
