@@ -1,6 +1,5 @@
 """pytest-rvv doctor: every tool with its version, and a non-zero exit with the fix when missing."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,19 +27,20 @@ def test_doctor_fails_and_says_how_to_fix_a_missing_qemu(tmp_path):
 
 
 
+
 def test_doctor_says_which_peer_is_fetched_without_fetching_one(tmp_path):
-    """An empty tools folder: every peer absent, with setup's peers step as the fix, and nothing fetched into it; the
-    setup's tools folder: every peer there, with what it holds."""
-    tools = tmp_path / "tools"
-    proc = subprocess.run(DOCTOR, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTEST_RVV_TOOLS_DIR": str(tools)})
-    lines = {x.split()[2]: x for x in proc.stdout.splitlines() if x.split()[1:2] == ["peer:"]}
-    assert sorted(lines) == ["ggml", "ncnn", "onnxruntime", "openblas"]
-    assert all(line.startswith("absent") and "not fetched" in line for line in lines.values()), lines
-    assert proc.stdout.count("fix: bash scripts/setup.sh peers") == 4
-    assert not any(tools.rglob("*.whl")) and not any(tools.glob("*riscv64-*"))
+    """An empty tools folder: no peer is there and asking fetches nothing; the setup's tools folder: a line per peer,
+    each there with what it holds (or absent with setup's peers step as the fix)."""
+    from pytest_rvv.run.peer import PEERS
+
+    assert {name: peer.fetched(tmp_path) for name, peer in PEERS.items()} == dict.fromkeys(PEERS)
+    assert not any(tmp_path.iterdir())  # nothing fetched into it
     mine = subprocess.run(DOCTOR, capture_output=True, text=True, timeout=600).stdout
-    ncnn = next(x for x in mine.splitlines() if x.split()[1:3] == ["peer:", "ncnn"])
-    if ncnn.startswith("absent"):
+    lines = {x.split()[2]: x for x in mine.splitlines() if x.split()[1:2] == ["peer:"]}
+    assert sorted(lines) == sorted(PEERS)
+    for line in lines.values():
+        assert line.startswith("ok") or ("not fetched" in line and line.startswith("absent")), line
+    assert mine.count("fix: bash scripts/setup.sh peers") == sum(x.startswith("absent") for x in lines.values())
+    if lines["ncnn"].startswith("absent"):
         pytest.skip("ncnn is not in the setup's tools folder: 'bash scripts/setup.sh peers' could not fetch it")
-    assert ncnn.startswith("ok") and "ncnn 1.0.20261020 and pnnx 20261020 in Python 3.13" in ncnn, ncnn
+    assert "ncnn 1.0.20261020 and pnnx 20261020 in Python 3.13" in lines["ncnn"], lines["ncnn"]

@@ -7,6 +7,7 @@ the host as the oracle. Without network (no wheel, no sysroot) the tests that ne
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,15 @@ from pytest_rvv.base.store import Store
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.peers import by_library
 from pytest_rvv.model.registry import builtin_models
-from pytest_rvv.run.ncnn_peer import NCNN_SHA256, NCNN_WHEEL, NcnnRunner, _fetch_wheel, ncnn_runner
+from pytest_rvv.run.ncnn_peer import (
+    GUEST_STATUS,
+    NCNN_SHA256,
+    NCNN_WHEEL,
+    PYTHON,
+    NcnnRunner,
+    _fetch_wheel,
+    ncnn_runner,
+)
 from pytest_rvv.run.ort_harness import PeerRejected
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PLAIN, PeerRuns
 from pytest_rvv.toolchain.debian_sysroot import SysrootUnavailable
@@ -84,6 +93,19 @@ def test_a_counted_run_is_the_same_every_time(tmp_path: Path):
     texts = [PeerRuns(Store(tmp_path / f"cache{i}"), None).run(COUNTED_ONE, runner, model, inputs, len(expected),
                                                                "all", "convs").counts.read_text() for i in range(2)]
     assert texts[0] == texts[1]
+
+
+def test_the_guest_reads_a_fixed_process_status_not_the_emulators(tmp_path: Path):
+    """ncnn parses /proc/self/status when it loads; under qemu-user it would read the emulator's, whose pids and
+    memory figures change from run to run (two counted runs under load differed in libc's strstr)."""
+    runner = runner_for("rv64gcv-zvl256b")
+    argv = [str(runner.qemu.path), "-cpu", runner.target.emulator_cpu, "-L", str(runner.sysroot.path),
+            str(runner.sysroot.path / PYTHON), "-S", "-B", "-c",
+            "import os; print(open('/proc/self/status').read(), end=''); print(os.getpid())"]
+    seen = [subprocess.run(argv, capture_output=True, text=True, env={}, cwd=tmp_path, check=True).stdout
+            for _ in range(2)]
+    assert [text.rsplit("\n", 2)[0] + "\n" for text in seen] == [GUEST_STATUS] * 2
+    assert seen[0] != seen[1]  # the pids do differ: the file, not the process, is fixed
 
 
 def test_what_ncnn_cannot_run_is_one_line_naming_the_model(tmp_path: Path):

@@ -51,11 +51,17 @@ PNNX_VERSION = "20261020"
 PNNX_WHEEL = f"pnnx-{PNNX_VERSION}-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
 PNNX_SHA256 = "d50d921e5897293d616444191c1a2dc5366423c81bdb4bd22a985fe8071cf17c"
 PYTHON = "usr/bin/python3.13"
+# ncnn reads /proc/self/status when it loads (is a debugger attached: strstr for "TracerPid:"); under qemu-user that
+# is the emulator's own, whose pids and memory figures differ from run to run, and strstr's work with them: two
+# counted runs under load differed in libc's strstr. The guest reads this fixed one instead (qemu -L shadows it).
+GUEST_STATUS = "Name:\tpython3.13\nState:\tR (running)\nTgid:\t1000\nPid:\t1000\nPPid:\t1\nTracerPid:\t0\nThreads:\t1\n"
 # Debian 13's riscv64 Python (the wheel is cp313; glibc 2.41 >= its 2.39) and the C++ runtime ncnn links
 PYTHON_SYSROOT = SysrootRecipe("Python", "python3.13", "3.13.5", "python3.13-minimal",
-                               ("python3.13-minimal", "libstdc++6"), PYTHON, "", "peer-ncnn-python-v1")
+                               ("python3.13-minimal", "libstdc++6"), PYTHON, "", "peer-ncnn-python-v2",
+                               files=(("proc/self/status", GUEST_STATUS),))
 HARNESS = "ncnn_harness.py"
-RUN_RECIPE = "ncnn-run-v2"  # how the guest is started (v2: Python's argv[0] absolute, its hash seed from QEMU's -E)
+RUN_RECIPE = "ncnn-run-v3"  # how the guest is started (v2: Python's argv[0] absolute, its hash seed from QEMU's -E;
+# v3: a fixed /proc/self/status)
 RUN_TIMEOUT_S = 1800.0
 CONVERT_TIMEOUT_S = 600.0
 # Python draws its string hash seed at start unless told (dict orders, so executed counts, would vary by run); its

@@ -62,6 +62,9 @@ class SysrootRecipe:
     recipe: str  # the marker's recipe id (a new id fetches again)
     built_for: str = "rv64gc"  # what Debian builds it for (its code may pick RVV kernels at run time)
     suite: str = SUITE  # the Debian suite it comes from
+    # (path, text) written into the root beside the packages: a guest path there shadows the host's (qemu -L), e.g.
+    # a fixed /proc/self/status where the peer parses the emulator's own, which differs from run to run
+    files: tuple[tuple[str, str], ...] = ()
 
     @property
     def folder(self) -> str:
@@ -189,6 +192,9 @@ def _prepare(recipe: SysrootRecipe, tools: Path, log) -> PeerSysroot:
             start = time.monotonic()
             packages = _fetch(recipe, staging, log)
             root = staging / "root"
+            for relative, text in recipe.files:
+                (root / relative).parent.mkdir(parents=True, exist_ok=True)
+                (root / relative).write_text(text)
             marker = _marker(recipe, root, packages, round(time.monotonic() - start, 1))
             (root / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True))  # last: the root is complete
             os.rename(root, final)
