@@ -28,7 +28,7 @@ from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.config.settings import default_tools_dir
 from pytest_rvv.config.targets import Target
-from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges
+from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges, harness_said
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
@@ -145,10 +145,7 @@ class MatmulRunner(EmulatedPeerRunner):
                 *(["--maps=@maps.txt"] if maps else []), *([] if timings else ["--no-timings"])]
         result = run_process(argv, timeout_s=timeout_s or RUN_TIMEOUT_S, env={}, cwd=workdir)
         if not result.ok:
-            prefix = f"{self.library.executable}: "
-            said = [line for line in result.stderr.splitlines() if line.startswith(prefix)]
-            reason = said[-1].removeprefix(prefix) if said else \
-                (result.stderr.strip().splitlines() or [""])[-1][:300]
+            _, reason = harness_said(result.stderr, f"{self.library.executable}: ")
             raise RunFailed(f"{label}: {self.library.title} (riscv64, {self.target.name}) failed "
                             f"({result.status()}): {reason}", result.stderr[-4000:])
         said = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)

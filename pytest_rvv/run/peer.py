@@ -120,20 +120,17 @@ def _serves_riscv64(model: Model, target: Target) -> str | None:
 _NARROW = ("float16", "bfloat16")  # preparation steps that narrow a float32 model (config/kernels.py's f16, bf16 rows)
 
 
-def _serves_f32_matmul(model: Model, target: Target) -> str | None:
-    if (why := _serves_riscv64(model, target)) is not None:
-        return why
-    kinds = {spec.dtype for spec in model.inputs} | {step for step in model.preparation if step in _NARROW}
-    return None if kinds == {"float32"} else \
-        f"its harness multiplies float32, not {', '.join(sorted(kinds - {'float32'}))}"
+def _serves_float32(harness: str) -> Callable[[Model, Target], str | None]:
+    """A riscv64 cell whose inputs are float32 and stay so; else why not: "its harness ``harness``, not int8"."""
+    def serves(model: Model, target: Target) -> str | None:
+        if (why := _serves_riscv64(model, target)) is not None:
+            return why
+        kinds = {spec.dtype for spec in model.inputs} | {step for step in model.preparation if step in _NARROW}
+        return None if kinds == {"float32"} else f"its harness {harness}, not {', '.join(sorted(kinds - {'float32'}))}"
+    return serves
 
 
-def _serves_float32_model(model: Model, target: Target) -> str | None:
-    if (why := _serves_riscv64(model, target)) is not None:
-        return why
-    kinds = {spec.dtype for spec in model.inputs} | {step for step in model.preparation if step in _NARROW}
-    return None if kinds == {"float32"} else \
-        f"its harness feeds float32 to ncnn, not {', '.join(sorted(kinds - {'float32'}))}"
+_serves_f32_matmul = _serves_float32("multiplies float32")
 
 
 def peer_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | None = None) -> PeerRunner:
@@ -210,7 +207,8 @@ PEERS: dict[str, Peer] = {p.name: p for p in (
     Peer(OPENBLAS, "OpenBLAS", "libopenblas", "kernels", blas_runner, _serves_f32_matmul, prepare_openblas,
          _fetched(OPENBLAS_SYSROOT)),
     Peer(GGML, "ggml", "libggml", "kernels", ggml_runner, _serves_f32_matmul, prepare_ggml, _fetched(GGML_SYSROOT)),
-    Peer(NCNN, "ncnn", "ncnn", "models", ncnn_runner, _serves_float32_model, prepare_ncnn, ncnn_fetched),
+    Peer(NCNN, "ncnn", "ncnn", "models", ncnn_runner, _serves_float32("feeds float32 to ncnn"), prepare_ncnn,
+         ncnn_fetched),
 )}
 
 
