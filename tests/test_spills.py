@@ -122,8 +122,11 @@ def test_a_change_in_spills_is_reported_and_fewer_is_no_failure():
     assert check_gate(_snapshot(16), _snapshot(0), ZVL256, 5.0).ok
 
 
-def test_a_snapshot_recorded_before_spills_were_counted_is_not_judged_on_them():
-    assert check_gate(_snapshot(0, known=False), _snapshot(8), ZVL256, 5.0).ok
+def test_a_snapshot_recorded_before_spills_were_counted_is_not_judged_on_them_and_the_report_says_so():
+    result = check_gate(_snapshot(0, known=False), _snapshot(8), ZVL256, 5.0)
+    assert result.ok
+    assert any("recorded before vector spills were counted" in line for line in result.changes)
+    assert not any("spills" in line for line in check_gate(_snapshot(8), _snapshot(8), ZVL256, 5.0).changes)
 
 
 def test_the_stats_regex_reads_llvms_line():

@@ -7,6 +7,7 @@ A clock turns cycles into milliseconds; it is given only where a shipping part s
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TypeVar
 
 from pytest_rvv.base.errors import ConfigError
@@ -32,7 +33,16 @@ class Core:
 
     def stand_in(self, mnemonic: str, sew: str, lmul: str) -> str | None:
         """The instruction llvm-mca reads in place of ``mnemonic`` at that vtype on this core, if any."""
-        return next((s for m, e, lm, s in self.stand_ins if (m, e, lm) == (mnemonic, sew, lmul)), None)
+        return self._stood_in.get((mnemonic, sew, lmul))
+
+    @cached_property
+    def stood_in_mnemonics(self) -> frozenset[str]:
+        """The mnemonics this core has a stand-in for at some vtype (a block with none of them is read as it is)."""
+        return frozenset(m for m, _, _, _ in self.stand_ins)
+
+    @cached_property
+    def _stood_in(self) -> dict[tuple[str, str, str], str]:
+        return {(m, e, lm): s for m, e, lm, s in reversed(self.stand_ins)}  # the first listed wins
 
 
 # In-order models settle by the second iteration: (cycles at 4 - cycles at 2) / 2 equals (at 20 - at 10) / 10 on every

@@ -111,6 +111,9 @@ def check_gate(
     before, after = previous["dispatches"], current["dispatches"]
     matching = match_dispatches(before, after)  # a renumbered dispatch is the same dispatch
     spills_known = "vector_spills" in previous["totals"] and "vector_spills" in totals
+    if "vector_spills" in totals and not spills_known:  # said, so that an old snapshot is no silent hole in (h)
+        result.changes.append("the snapshot was recorded before vector spills were counted: they are not judged until "
+                              "--snapshot-update records them")
     for old_key, new_key in matching.pairs:
         old, new, key = before[old_key], after[new_key], pair_name(old_key, new_key)
         if old["vectorized"] and not new["vectorized"]:

@@ -150,7 +150,8 @@ class SiliconEstimate:
 def stood_in(code: BlockCode, core: Core) -> BlockCode:
     """``code`` as llvm-mca reads it for ``core``: each instruction the core has a stand-in for at the vtype in force
     there (``Core.stand_ins``) replaced by it, operands kept."""
-    if not core.stand_ins:
+    names = core.stood_in_mnemonics
+    if not any(line.partition(" ")[0] in names for line in code.lines):
         return code
     vtype, lines = (code.sew, code.lmul), []
     for line in code.lines:
