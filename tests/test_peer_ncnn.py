@@ -131,3 +131,26 @@ def test_a_wheel_that_is_not_the_pinned_build_is_refused_in_one_line(tmp_path: P
                      lambda archive, into: None, "ncnn-wheel")
     assert NCNN_SHA256.startswith("72fb4b07316e")
     assert not any(tmp_path.rglob("*.whl"))  # nothing of it is left in the tools cache
+
+
+def test_ncnns_work_does_not_follow_where_the_checkout_or_the_wheel_is(tmp_path: Path):
+    """The guest's Python keeps the harness's and the wheel's paths on its heap, and ncnn's loops follow its buffers'
+    alignment: both are reached through one fixed-length directory, so the work ncnn's own library does per call is
+    the same from any checkout and any tools folder (a fresh clone in /tmp/ci.* once moved it by 52 instructions)."""
+    model = convs_model(tmp_path / "convs.onnx")
+    inputs, expected = oracle(model)
+    base = runner_for("rv64gcv-zvl256b")
+    own = []
+    for i, folder in enumerate(("a", "a-checkout-folder-of-another-length/and/deeper")):
+        harness = tmp_path / folder / "ncnn_harness.py"
+        harness.parent.mkdir(parents=True)
+        harness.write_bytes(base.harness.read_bytes())
+        packages = tmp_path / folder / "tools" / "site"
+        packages.parent.mkdir()
+        packages.symlink_to(base.packages.resolve())
+        runner = NcnnRunner(base.target, base.qemu, base.sysroot, harness, packages, base.pnnx, base.store)
+        runs = PeerRuns(Store(tmp_path / f"cache{i}"), None)
+        counted = [by_library(runs.run(kind, runner, model, inputs, len(expected), "all", "convs"))[0]
+                   for kind in (COUNTED_ONE, COUNTED_TWO)]
+        own.append({name: counted[1][name] - counted[0].get(name, 0) for name in counted[1] if name.startswith("ncnn")})
+    assert own[0] == own[1] and own[0]

@@ -35,7 +35,7 @@ from pytest_rvv.config.targets import Target
 from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges, harness_said
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
-from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
+from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE, fixed_length_dir
 from pytest_rvv.toolchain.debian_sysroot import (
     PeerSysroot,
     SysrootRecipe,
@@ -60,8 +60,14 @@ PYTHON_SYSROOT = SysrootRecipe("Python", "python3.13", "3.13.5", "python3.13-min
                                ("python3.13-minimal", "libstdc++6"), PYTHON, "", "peer-ncnn-python-v2",
                                files=(("proc/self/status", GUEST_STATUS),))
 HARNESS = "ncnn_harness.py"
-RUN_RECIPE = "ncnn-run-v3"  # how the guest is started (v2: Python's argv[0] absolute, its hash seed from QEMU's -E;
-# v3: a fixed /proc/self/status)
+RUN_RECIPE = "ncnn-run-v4"  # how the guest is started (v2: Python's argv[0] absolute, its hash seed from QEMU's -E;
+# v3: a fixed /proc/self/status; v4: the harness and the wheel's folder from a fixed-length directory)
+# The harness script and the wheel's package folder are paths the guest's Python keeps on its heap (sys.argv, sys.path,
+# the modules' __file__, the loader's names), and ncnn's own code executes a few dozen instructions more or less per
+# call as its buffers' alignment follows that heap: measured squeezenet1.1 at zvl256b 4,326,894 instructions in
+# ncnn's library per call run from /work/main, 4,326,946 from /tmp/ci.7k0X (a fresh clone). So both are reached
+# through one directory of STAGED_LENGTH characters whoever runs it, from wherever (run/runner.py RUNTIME_DIR_LENGTH).
+STAGED_LENGTH = 64
 RUN_TIMEOUT_S = 1800.0
 CONVERT_TIMEOUT_S = 600.0
 # Python draws its string hash seed at start unless told (dict orders, so executed counts, would vary by run); its
@@ -163,6 +169,26 @@ class NcnnRunner(EmulatedPeerRunner):
                  pnnx: Path, store: Store) -> None:
         super().__init__(target, qemu, sysroot, harness)
         self.packages, self.pnnx, self.store = packages, pnnx, store
+        self._staged: Path | None = None
+
+    def staged(self) -> Path:
+        """The fixed-length directory the guest runs the harness (``HARNESS``) and imports ncnn (``site``) from."""
+        if self._staged is None:
+            directory = fixed_length_dir("ncnn", digest([content_sha(self.harness), str(self.packages.resolve())]),
+                                         STAGED_LENGTH)
+            directory.mkdir(parents=True, exist_ok=True)
+            if not (directory / HARNESS).is_file() or content_sha(directory / HARNESS) != content_sha(self.harness):
+                partial = directory / f".{HARNESS}.{os.getpid()}"
+                shutil.copyfile(self.harness, partial)
+                os.replace(partial, directory / HARNESS)
+            site = directory / "site"
+            if not site.is_symlink() or site.resolve() != self.packages.resolve():
+                partial = directory / f".site.{os.getpid()}"
+                partial.unlink(missing_ok=True)
+                partial.symlink_to(self.packages.resolve())
+                os.replace(partial, site)
+            self._staged = directory
+        return self._staged
 
     def describe(self) -> str:
         return (f"ncnn {NCNN_VERSION} (PyPI riscv64 wheel, RVV kernels picked from hwcap; float32, pnnx "
@@ -202,7 +228,7 @@ class NcnnRunner(EmulatedPeerRunner):
             np.save(workdir / file, np.ascontiguousarray(array, dtype="<f4"), allow_pickle=False)
         argv = [*launcher, str(self.qemu.path), "-cpu", self.target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE,
                 "-L", str(self.sysroot.path), *GUEST_ENV, *qemu_args, "-0", f"/{PYTHON}",
-                str(self.sysroot.path / PYTHON), "-S", "-B", str(self.harness), str(self.packages),
+                str(self.sysroot.path / PYTHON), "-S", "-B", str(self.staged() / HARNESS), str(self.staged() / "site"),
                 "model.param", "model.bin", *(f"--input=@{n}" for n in in_names),
                 *(f"--output=@{n}" for n in out_names), "--threads=1",
                 f"--repeat={repeat}", *(["--maps=@maps.txt"] if maps else []), *([] if timings else ["--no-timings"])]

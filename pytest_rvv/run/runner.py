@@ -229,17 +229,23 @@ def not_exported(function: str) -> str:
     return "~" * len(function)
 
 
+def fixed_length_dir(kind: str, sha: str, length: int) -> Path:
+    """A directory of exactly ``length`` characters for the content ``sha``, under /tmp (else $TMPDIR), per user and
+    ``kind``: whatever the user's name, home or cache, a guest sees the same path (see RUNTIME_DIR_LENGTH)."""
+    base = Path("/tmp") if os.access("/tmp", os.W_OK) else Path(tempfile.gettempdir())
+    prefix = base / f"pytest-rvv-{kind}-{os.getuid()}"
+    room = length - len(str(prefix)) - 1
+    if room < 16:
+        raise ConfigError(f"{prefix}: the temporary directory's path is too long to run from a "
+                          f"{length}-character directory; point TMPDIR at a shorter one")
+    return prefix / (sha * 2)[:room]
+
+
 def staged_runtime(executable: Path) -> Path:
     """A copy of ``executable`` in a directory of exactly RUNTIME_DIR_LENGTH characters (see there), made once per
     content under /tmp (else $TMPDIR) and per user."""
     sha = content_sha(executable)
-    base = Path("/tmp") if os.access("/tmp", os.W_OK) else Path(tempfile.gettempdir())
-    prefix = base / f"pytest-rvv-runtimes-{os.getuid()}"
-    room = RUNTIME_DIR_LENGTH - len(str(prefix)) - 1
-    if room < 16:
-        raise ConfigError(f"{prefix}: the temporary directory's path is too long to run the runtime from a "
-                          f"{RUNTIME_DIR_LENGTH}-character directory; point TMPDIR at a shorter one")
-    directory = prefix / (sha * 2)[:room]
+    directory = fixed_length_dir("runtimes", sha, RUNTIME_DIR_LENGTH)
     staged = directory / GUEST_PROGRAM
     if staged.is_file() and content_sha(staged) == sha:
         return staged
