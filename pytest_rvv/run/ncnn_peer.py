@@ -28,7 +28,7 @@ import onnx
 
 from pytest_rvv.base.errors import RunFailed, ToolMissing
 from pytest_rvv.base.process import run_process
-from pytest_rvv.base.store import Store, content_sha, digest, file_sha256
+from pytest_rvv.base.store import Store, atomic_write_bytes, content_sha, digest, file_sha256
 from pytest_rvv.base.wheels import download_wheel
 from pytest_rvv.config.settings import default_tools_dir
 from pytest_rvv.config.targets import Target
@@ -174,18 +174,15 @@ class NcnnRunner(EmulatedPeerRunner):
     def staged(self) -> Path:
         """The fixed-length directory the guest runs the harness (``HARNESS``) and imports ncnn (``site``) from."""
         if self._staged is None:
-            directory = fixed_length_dir("ncnn", digest([content_sha(self.harness), str(self.packages.resolve())]),
-                                         STAGED_LENGTH)
-            directory.mkdir(parents=True, exist_ok=True)
-            if not (directory / HARNESS).is_file() or content_sha(directory / HARNESS) != content_sha(self.harness):
-                partial = directory / f".{HARNESS}.{os.getpid()}"
-                shutil.copyfile(self.harness, partial)
-                os.replace(partial, directory / HARNESS)
-            site = directory / "site"
-            if not site.is_symlink() or site.resolve() != self.packages.resolve():
+            sha, packages = content_sha(self.harness), self.packages.resolve()
+            directory = fixed_length_dir("ncnn", digest([sha, str(packages)]), STAGED_LENGTH)
+            harness, site = directory / HARNESS, directory / "site"
+            if not harness.is_file() or content_sha(harness) != sha:
+                atomic_write_bytes(harness, self.harness.read_bytes())
+            if not site.is_symlink() or site.resolve() != packages:
                 partial = directory / f".site.{os.getpid()}"
                 partial.unlink(missing_ok=True)
-                partial.symlink_to(self.packages.resolve())
+                partial.symlink_to(packages)
                 os.replace(partial, site)
             self._staged = directory
         return self._staged
