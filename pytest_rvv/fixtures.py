@@ -501,7 +501,8 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
         peer = runner()
         try:  # the peer needs the oracle only: nothing of IREE's (a model IREE cannot compile still runs here)
             work = measure_peer(rvv_model, rvv_session.oracle(rvv_model), peer,
-                                PeerRuns(rvv_session.store, settings.timeout_s, rvv_session.stages), estimated=beside,
+                                PeerRuns(rvv_session.store, settings.timeout_s, rvv_session.stages,
+                                         kept=rvv_session.runs.kept), estimated=beside,
                                 own=plugin.library)
         except PeerRejected as exc:
             _judged(peer_refused(str(exc)), record_property)

@@ -115,8 +115,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="print wall and CPU time per stage (prepare, onnxruntime, import, compile, analyze, emulate, "
                          "count, estimate) and cache hits, summed over xdist workers (also with -v)")
     group.addoption("--rvv-no-cache", action="store_true", default=False,
-                    help="emulate every run again instead of looking up recorded runs (outputs, executed counts, "
-                         "IREE statistics) in the cache; nothing new is recorded")
+                    help="emulate every run again instead of looking up recorded runs in the cache (IREE's plain and "
+                         "counted runs, the traced runs of traffic and threads, the peers' runs); nothing new is "
+                         "recorded")
     group.addoption("--rvv-strict-baselines", action="store_true", default=False,
                     help="fail, instead of passing with a note, when a snapshot has not been recorded yet (CI)")
 

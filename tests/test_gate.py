@@ -75,6 +75,17 @@ def test_executed_work_per_dispatch_is_the_verdict_not_the_vector_share():
     assert check_gate(before, after, RVV, 5.0).ok  # static code size alone is not work
 
 
+def test_work_regressions_are_ranked_by_added_work_and_improvements_by_work_removed():
+    """The failure names the dispatch that adds the most work first, whatever its place in the module."""
+    before = record(dispatch_0=(10, 100), dispatch_1=(10, 1000), dispatch_2=(10, 500), dispatch_3=(10, 400),
+                    dispatch_4=(10, 900))
+    after = record(dispatch_0=(10, 110), dispatch_1=(10, 1900), dispatch_2=(10, 800), dispatch_3=(10, 390),
+                   dispatch_4=(10, 300))
+    result = check_gate(before, after, RVV, 100.0, work=True)
+    assert [line.split(":")[0] for line in result.regressions] == ["dispatch_1", "dispatch_2", "dispatch_0"]
+    assert [line.split(":")[0] for line in result.improvements] == ["dispatch_4", "dispatch_3"]
+
+
 def test_a_dispatch_executing_less_is_an_improvement():
     result = check_gate(record(dispatch_0=(10, 100)), record(dispatch_0=(10, 80)), RVV, 5.0, work=True)
     assert result.ok and result.improvements == ["dispatch_0: executes 100 -> 80 instructions (-20, -20.0%)"]

@@ -34,7 +34,9 @@ from pytest_rvv.report.peers import (
 from pytest_rvv.report.results import results, schema
 from pytest_rvv.report.sections import Sections
 from pytest_rvv.report.terminal import tables
+from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PeerRunner, PeerRuns, peer_runner
+from pytest_rvv.run.peer import NAMESPACE as PEER_RUNS
 from pytest_rvv.run.qemu_plugin import plugin_option
 
 from .conftest import SUITE_COPY_IGNORE, SUITES, mlp_model
@@ -84,6 +86,23 @@ def test_a_call_s_work_is_the_same_each_call_and_leaves_session_creation_out(tmp
                                             for kind in (COUNTED_ONE, COUNTED_TWO))
     assert sum(two.values()) - sum(one.values()) == second  # exact from run to run: what the snapshot holds
     assert vector_two - vector_one == 0  # Debian's rv64gc build: no vector instruction in a call
+
+
+def test_no_cache_emulates_the_peers_runs_again_and_keeps_none_of_them(tmp_path: Path):
+    """--rvv-no-cache reaches the peers' runs (run/kept.py): nothing is looked up or kept, each content is emulated
+    once per session, and the fresh run's work is the recorded run's."""
+    runner = runner_for("rv64gc")
+    model = mlp_model(tmp_path / "model.onnx")
+    inputs = [np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32)]
+    recorded = PeerRuns(Store(default_cache_dir()), None).run(COUNTED_ONE, runner, model, inputs, 1, "all")
+    store = Store(tmp_path / "cache")
+    runs = PeerRuns(store, None, kept=KeptRuns(store, fresh=True))
+    fresh = runs.run(COUNTED_ONE, runner, model, inputs, 1, "all")
+    again = runs.run(COUNTED_ONE, runner, model, inputs, 1, "all")
+    assert not fresh.cached and fresh.counts is not None and again.counts == fresh.counts  # once, not per ask
+    assert not (tmp_path / "cache" / PEER_RUNS).exists()  # nothing kept (and so nothing could be looked up)
+    assert by_library(fresh) == by_library(recorded)
+    assert all(np.array_equal(a, b) for a, b in zip(fresh.outputs, recorded.outputs, strict=True))
 
 
 @pytest.fixture

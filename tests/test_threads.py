@@ -92,6 +92,19 @@ def test_the_one_thread_profile_is_the_counted_run_emulated_once(few, tmp_path):
     assert {k: d.total_instructions for k, d in profile.dispatches.items()} == one.per_dispatch
 
 
+def test_no_cache_traces_the_threads_again_and_keeps_nothing(few, tmp_path):
+    """--rvv-no-cache reaches the traced runs (measure/plugin_run.py through run/kept.py): the 4-thread run and the
+    counted run are emulated again into this session only, and give the recorded profile's work per dispatch."""
+    recorded = measure_threads(few, tmp_path / "kept", 4)
+    store = Store(tmp_path / "store")
+    runs = dataclasses.replace(few.runs, runs=RecordedRuns(store, few.timeout_s, fresh=True), store=store)
+    fresh = measure_threads(dataclasses.replace(few, store=store, runs=runs), tmp_path / "fresh", 4)
+    assert not [p for p in (tmp_path / "store").glob(f"{NAMESPACE}/*/*") if p.is_dir()]
+    assert not [p for p in (tmp_path / "store").glob("runs/*/*") if p.is_dir()]
+    assert ({k: (d.total_workgroups, d.total_instructions) for k, d in fresh.dispatches.items()}
+            == {k: (d.total_workgroups, d.total_instructions) for k, d in recorded.dispatches.items()})
+
+
 def test_with_4_threads_more_than_one_thread_takes_workgroups_of_a_dispatch_with_many(many, tmp_path):
     profile = measure_threads(many, tmp_path, 4)
     matmul = next(d for name, d in profile.dispatches.items() if "matmul" in name)

@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.judge.gate import check_gate
-from pytest_rvv.measure.dispatch_table import METRICS, DispatchRow, DispatchTable
+from pytest_rvv.measure.dispatch_table import METRICS, Counts, CountsSnapshot, DispatchRow, DispatchTable
 from pytest_rvv.measure.matching import match_dispatches, pair_name
 
 SCHEMA = "pytest-rvv-results/1"
@@ -269,30 +269,27 @@ def drifts(history: History) -> list[Drift]:
     return sorted(out, key=lambda d: -d.percent)
 
 
-def as_snapshot(table: DispatchTable) -> dict[str, Any]:
-    """A table as the executed snapshot the vectorization gate judges (judge/gate.py), for the history's verdict."""
+def as_snapshot(table: DispatchTable) -> CountsSnapshot:
+    """A table as the executed counts the vectorization gate judges (judge/gate.py), for the history's verdict: each
+    dispatch's work per call where the load was counted, else its counted run, else its static code."""
     def spills(row: DispatchRow) -> int | None:  # the counted run's where it ran, else the object's
         return row.executed_spills if row.executed is not None else row.spilled_registers
 
-    dispatches: dict[str, Any] = {}
+    dispatches: dict[str, Counts] = {}
     for row in table.rows:
         work, vector = (row.executed, row.executed_vector) if row.executed is not None else (row.instructions,
                                                                                               row.vector)
         if row.per_call is not None:  # the work of a call; the vector share stays the counted run's
             work = row.per_call
-        entry: dict[str, Any] = {"instructions": work or 0, "vector": min(vector or 0, work or 0),
-                                 "vectorized": bool(vector)}
-        if spilled := spills(row):
-            entry["spills"] = {"registers": spilled}
-        dispatches[row.name] = entry
-    total = sum(d["instructions"] for d in dispatches.values())
-    vector = sum(d["vector"] for d in dispatches.values())
-    totals: dict[str, Any] = {"instructions": total, "vector": vector,
-                              "vector_share_percent": round(100 * vector / total, 2) if total else 0.0}
-    if all(spills(r) is not None for r in table.rows):
-        totals["vector_spills"] = {"registers": sum(d.get("spills", {}).get("registers", 0)
-                                                    for d in dispatches.values())}
-    return {"totals": totals, "dispatches": dispatches}
+        spilled = spills(row)
+        dispatches[row.name] = Counts(work or 0, min(vector or 0, work or 0), bool(vector),
+                                      spills={"registers": spilled} if spilled else None)
+    total = sum(d.instructions for d in dispatches.values())
+    vector = sum(d.vector for d in dispatches.values())
+    counted = all(spills(r) is not None for r in table.rows)
+    totals = Counts(total, vector, vector > 0,
+                    spills={"registers": sum(d.spilled for d in dispatches.values())} if counted else None)
+    return CountsSnapshot(totals, round(100 * vector / total, 2) if total else 0.0, dispatches)
 
 
 def lineage(history: History, cell: Cell) -> dict[str, list[DispatchRow | None]]:

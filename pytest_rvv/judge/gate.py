@@ -10,10 +10,10 @@ Rules:
 (d) a dispatch newly vectorized is an improvement, never a failure; a higher vector share is only
     a change (share can rise while the work doubles);
 (e) executed snapshots (``work=True``): a dispatch that executes more instructions than recorded
-    is a regression of work, named with both counts; fewer is an improvement. With the toolchain
-    unchanged any difference is real (exact); after a toolchain upgrade (``added_work`` percent
-    given) only a dispatch or model executing more than that many percent more fails, and smaller
-    moves are churn, reported as changes;
+    is a regression of work, named with both counts, the most added work first; fewer is an
+    improvement. With the toolchain unchanged any difference is real (exact); after a toolchain
+    upgrade (``added_work`` percent given) only a dispatch or model executing more than that many
+    percent more fails, and smaller moves are churn, reported as changes;
 (f) microkernels (targets with ``--iree-llvmcpu-enable-ukernels``): on a vector target a dispatch whose
     microkernel is the generic (scalar) tile function fails whatever the snapshot says, named with it;
     a dispatch that ran on a microkernel in the snapshot and now carries none fails; another tile
@@ -32,11 +32,13 @@ Rules:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_rvv.compile.ukernels import GENERIC_SUFFIX, tile_functions
 from pytest_rvv.config.targets import Target
+from pytest_rvv.measure.dispatch_table import Counts, CountsSnapshot
 from pytest_rvv.measure.matching import match_dispatches, pair_name
 
 SHOWN = 10
@@ -81,78 +83,80 @@ class GateResult:
         return not self.failures
 
 
-def counts_text(d: dict[str, Any]) -> str:
-    return f"{d['vector']} vector of {d['instructions']} instructions"
+def counts_text(d: Mapping[str, Any]) -> str:
+    """``5 vector of 10 instructions``, of a snapshot's dispatch entry or totals."""
+    return Counts.from_json(d).text()
 
 
 def check_gate(
-    previous: dict[str, Any] | None, current: dict[str, Any], target: Target, max_share_drop: float,
-    work: bool = False, added_work: float | None = None,
+    previous: CountsSnapshot | Mapping[str, Any] | None, current: CountsSnapshot | Mapping[str, Any], target: Target,
+    max_share_drop: float, work: bool = False, added_work: float | None = None,
 ) -> GateResult:
+    """Rules (a)-(f) and (h) on ``current`` against the recorded ``previous`` (snapshot records, or read already)."""
+    now = current if isinstance(current, CountsSnapshot) else CountsSnapshot.from_json(current)
     result = GateResult()
-    totals = current["totals"]
-    if not target.has_vector and totals["vector"]:
-        offenders = [(k, d["vector"]) for k, d in current["dispatches"].items() if d["vector"]]
+    if not target.has_vector and now.totals.vector:
+        offenders = [(k, d.vector) for k, d in now.dispatches.items() if d.vector]
         listing = ", ".join(f"{k} ({n})" for k, n in offenders[:SHOWN])
         result.violations.append(
-            f"{target.name} is a scalar target but its code has {totals['vector']} vector instructions: "
+            f"{target.name} is a scalar target but its code has {now.totals.vector} vector instructions: "
             f"{listing}" + (f" and {len(offenders) - SHOWN} more" if len(offenders) > SHOWN else "")
         )
     if target.has_vector:  # (f) a microkernel that fell back to scalar code
-        for key, entry in current["dispatches"].items():
-            generic = [n for n in tile_functions(entry.get("ukernels", ())) if n.endswith(GENERIC_SUFFIX)]
+        for key, entry in now.dispatches.items():
+            generic = [n for n in tile_functions(entry.ukernels) if n.endswith(GENERIC_SUFFIX)]
             if generic:
                 result.violations.append(f"{key}: its microkernel is the generic scalar tile {', '.join(generic)} "
-                                         f"on a vector target ({counts_text(entry)})")
+                                         f"on a vector target ({entry.text()})")
     if previous is None:
         return result
+    was = previous if isinstance(previous, CountsSnapshot) else CountsSnapshot.from_json(previous)
     # (b) and (c) follow the snapshot: a target whose recorded code was vectorized is held to it
     # even if its flags lost +v.
-    before, after = previous["dispatches"], current["dispatches"]
+    before, after = was.dispatches, now.dispatches
     matching = match_dispatches(before, after)  # a renumbered dispatch is the same dispatch
-    spills_known = "vector_spills" in previous["totals"] and "vector_spills" in totals
-    if "vector_spills" in totals and not spills_known:  # said, so that an old snapshot is no silent hole in (h)
+    moved: list[tuple[int, str]] = []  # (added instructions, line) of work beyond the threshold
+    spills_known = was.spills_counted and now.spills_counted
+    if now.spills_counted and not spills_known:  # said, so that an old snapshot is no silent hole in (h)
         result.changes.append("the snapshot was recorded before vector spills were counted: they are not judged until "
                               "--snapshot-update records them")
     for old_key, new_key in matching.pairs:
         old, new, key = before[old_key], after[new_key], pair_name(old_key, new_key)
-        if old["vectorized"] and not new["vectorized"]:
-            result.regressions.append(
-                f"{key}: was vectorized ({counts_text(old)}), now scalar ({counts_text(new)})"
-            )
-        elif not old["vectorized"] and new["vectorized"]:
-            result.improvements.append(f"{key}: now vectorized ({counts_text(old)} -> {counts_text(new)})")
-        old_tiles, new_tiles = tile_functions(old.get("ukernels", ())), tile_functions(new.get("ukernels", ()))
+        if old.vectorized and not new.vectorized:
+            result.regressions.append(f"{key}: was vectorized ({old.text()}), now scalar ({new.text()})")
+        elif not old.vectorized and new.vectorized:
+            result.improvements.append(f"{key}: now vectorized ({old.text()} -> {new.text()})")
+        old_tiles, new_tiles = tile_functions(old.ukernels), tile_functions(new.ukernels)
         if old_tiles and not new_tiles:
             result.regressions.append(f"{key}: ran on microkernel {', '.join(old_tiles)}, now on none "
-                                      f"({counts_text(old)} -> {counts_text(new)})")
+                                      f"({old.text()} -> {new.text()})")
         elif old_tiles != new_tiles and old_tiles:
             result.changes.append(f"{key}: microkernel {', '.join(old_tiles)} -> {', '.join(new_tiles)}")
         if spills_known:
             _judge_spills(result, key, old, new, "moved" if work else "stored")
-        if work and new["instructions"] != old["instructions"]:
-            _judge_work(result, key, old["instructions"], new["instructions"], previous["totals"]["instructions"],
-                        added_work)
+        if work and new.instructions != old.instructions:
+            _judge_work(result, key, old.instructions, new.instructions, was.totals.instructions, added_work, moved)
+    # (e) ranked: most added work first among the regressions, most removed first among the improvements
+    result.regressions += [line for delta, line in sorted(moved, key=lambda m: -m[0]) if delta > 0]
+    result.improvements += [line for delta, line in sorted(moved, key=lambda m: m[0]) if delta < 0]
     if matching.renamed:
         result.changes.append(f"{len(matching.renamed)} dispatches renumbered, matched by what they compute: "
                               + ", ".join(pair_name(a, b) for a, b in matching.renamed[:3])
                               + (", ..." if len(matching.renamed) > 3 else ""))
     for key in matching.removed:
-        result.changes.append(f"{key}: no longer present (fused, split or gone; {counts_text(before[key])})")
+        result.changes.append(f"{key}: no longer present (fused, split or gone; {before[key].text()})")
     for key in matching.added:
-        result.changes.append(f"{key}: new dispatch ({counts_text(after[key])})")
-    if work and added_work is not None:  # the model as a whole, during an upgrade
-        before_total, after_total = previous["totals"]["instructions"], totals["instructions"]
-        if after_total > before_total * (1 + added_work / 100):
-            result.regressions.append(f"the model executes {before_total} -> {after_total} instructions "
-                                      f"({(after_total - before_total) / before_total * 100:+.1f}%; allowed "
-                                      f"+{added_work:g}% during an upgrade)")
-    old_share, new_share = previous["totals"]["vector_share_percent"], totals["vector_share_percent"]
-    less_work = work and totals["instructions"] < previous["totals"]["instructions"]
-    if old_share - new_share > max_share_drop and less_work:
+        result.changes.append(f"{key}: new dispatch ({after[key].text()})")
+    before_total, after_total = was.totals.instructions, now.totals.instructions
+    # the model as a whole, during an upgrade
+    if work and added_work is not None and after_total > before_total * (1 + added_work / 100):
+        result.regressions.append(f"the model executes {before_total} -> {after_total} instructions "
+                                  f"({(after_total - before_total) / before_total * 100:+.1f}%; allowed "
+                                  f"+{added_work:g}% during an upgrade)")
+    old_share, new_share = was.share, now.share
+    if old_share - new_share > max_share_drop and work and after_total < before_total:
         result.changes.append(f"vector share fell from {old_share:.2f}% to {new_share:.2f}% while the model executes "
-                              f"{previous['totals']['instructions']} -> {totals['instructions']} instructions (a "
-                              "diagnostic: the work is the verdict)")
+                              f"{before_total} -> {after_total} instructions (a diagnostic: the work is the verdict)")
     elif old_share - new_share > max_share_drop:
         result.regressions.append(
             f"vector share fell from {old_share:.2f}% to {new_share:.2f}% "
@@ -161,29 +165,22 @@ def check_gate(
     elif new_share > old_share:
         result.changes.append(f"vector share rose from {old_share:.2f}% to {new_share:.2f}% (a diagnostic, not "
                               "an improvement by itself)")
-    if (previous["totals"]["instructions"], previous["totals"]["vector"]) != (totals["instructions"], totals["vector"]):
-        result.changes.append(
-            f"totals: {counts_text(previous['totals'])} -> {counts_text(totals)}"
-        )
+    if (before_total, was.totals.vector) != (after_total, now.totals.vector):
+        result.changes.append(f"totals: {was.totals.text()} -> {now.totals.text()}")
     return result
 
 
-def spilled(entry: dict[str, Any]) -> int:
-    """Vector registers a snapshot's dispatch entry (or totals) spills: stored (static) or moved (executed)."""
-    return int((entry.get("spills") or entry.get("vector_spills") or {}).get("registers", 0))
-
-
-def spills_text(entry: dict[str, Any], verb: str) -> str:
-    spills = entry.get("spills") or {}
+def spills_text(counts: Counts, verb: str) -> str:
+    spills = counts.spills or {}
     if "stores" in spills:
         return f"{spills['stores']} stores and {spills['reloads']} reloads, {spills['registers']} registers {verb}"
     executed = f"{spills['instructions']} spill instructions executed, " if "instructions" in spills else ""
     return f"{executed}{spills.get('registers', 0)} registers {verb}"
 
 
-def _judge_spills(result: GateResult, key: str, old: dict[str, Any], new: dict[str, Any], verb: str) -> None:
+def _judge_spills(result: GateResult, key: str, old: Counts, new: Counts, verb: str) -> None:
     """Rule (h): a dispatch that starts spilling vector registers fails; a change in its spills is named."""
-    before, after = spilled(old), spilled(new)
+    before, after = old.spilled, new.spilled
     if before == 0 and after:
         result.regressions.append(f"{key}: now spills vector registers ({spills_text(new, verb)}), none before")
     elif before != after:
@@ -191,8 +188,9 @@ def _judge_spills(result: GateResult, key: str, old: dict[str, Any], new: dict[s
 
 
 def _judge_work(result: GateResult, key: str, before: int, after: int, model_total: int,
-                added_work: float | None) -> None:
-    """One dispatch's executed work moved: a regression, an improvement or (during an upgrade) churn."""
+                added_work: float | None, moved: list[tuple[int, str]]) -> None:
+    """One dispatch's executed work moved: a regression or an improvement (into ``moved``, ranked by the caller), or
+    (during an upgrade) churn."""
     delta = after - before
     result.work.append((key, before, after))
     line = f"{key}: executes {before} -> {after} instructions ({delta_text(before, after)})"
@@ -201,7 +199,7 @@ def _judge_work(result: GateResult, key: str, before: int, after: int, model_tot
         if small or abs(delta) <= before * added_work / 100:
             result.churn += 1
             return
-    (result.regressions if delta > 0 else result.improvements).append(line)
+    moved.append((delta, line))
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from syrupy.location import PyTestLocation
 
 from pytest_rvv.config.targets import Target
-from pytest_rvv.judge.gate import GateResult, check_gate, spilled
+from pytest_rvv.judge.gate import GateResult, check_gate
 from pytest_rvv.judge.outcome import FAILED, PASSED, Verdict
+from pytest_rvv.measure.dispatch_table import CountsSnapshot
 
 
 class SnapshotFiles(JSONSnapshotExtension):
@@ -147,19 +148,20 @@ def check_vectorization(
         if strict and not failures and _counted(previous) != _counted(current):
             failures = [f"differs from the recorded snapshot (--rvv-strict-baselines): "
                         f"{'; '.join(verdict.improvements + verdict.changes) or 'counts changed'}"]
+    counts = CountsSnapshot.from_json(current)
     record = {
         "model": model, "target": target.name, "kind": kind,
-        "vector": current["totals"]["vector"], "instructions": current["totals"]["instructions"],
+        "vector": counts.totals.vector, "instructions": counts.totals.instructions,
         "not_vectorized": current.get("not_vectorized", []) if target.has_vector else [],
         "improvements": verdict.improvements, "changes": verdict.changes + notes,
         "upgrade": [recorded_with, toolchain] if upgrade else None, "work": verdict.work, "churn": verdict.churn,
         "recorded_totals": previous["totals"] if previous else None,
         "one_time": one_time,
         # for the HTML report's dispatch table and results.json's dispatch tables (measure/dispatch_table.py)
-        "dispatches": {k: {"instructions": d["instructions"], "vector": d["vector"]}
-                       | ({"spills": spilled(d)} if "vector_spills" in current["totals"] else {})
-                       | ({"ukernels": d["ukernels"]} if d.get("ukernels") else {})
-                       for k, d in current["dispatches"].items()},
+        "dispatches": {k: {"instructions": d.instructions, "vector": d.vector}
+                       | ({"spills": d.spilled} if counts.spills_counted else {})
+                       | ({"ukernels": list(d.ukernels)} if d.ukernels else {})
+                       for k, d in counts.dispatches.items()},
     }
     if not failures:
         return SnapshotVerdict(PASSED, "", {"vectorization": record}, gate=verdict)

@@ -112,3 +112,52 @@ class DispatchTable:
                                   one_time=None if once is None else int(once.get(name, 0)))
                 rows[name] = row
         return cls(model, target, tuple(rows[k] for k in sorted(rows, key=natural_order)))
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One dispatch's (or a model's) instructions of one kind, as a static or an executed snapshot records them."""
+
+    instructions: int
+    vector: int
+    vectorized: bool
+    ukernels: tuple[str, ...] = ()  # microkernels inlined into it (compile/ukernels.py)
+    # vector spills where counted: static {stores, reloads, registers stored}, executed {instructions, registers moved}
+    spills: Mapping[str, int] | None = None
+
+    @property
+    def spilled(self) -> int:
+        """Vector registers its spills store (static) or move (executed); 0 where it spills none."""
+        return int((self.spills or {}).get("registers", 0))
+
+    def text(self) -> str:
+        """``5 vector of 10 instructions``."""
+        return f"{self.vector} vector of {self.instructions} instructions"
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], spills_key: str = "spills") -> Counts:
+        """A snapshot's dispatch entry (``spills``) or its totals (``vector_spills``)."""
+        vector = int(data["vector"])
+        return cls(int(data["instructions"]), vector, bool(data.get("vectorized", vector > 0)),
+                   tuple(data.get("ukernels", ())), data.get(spills_key))
+
+
+@dataclass(frozen=True)
+class CountsSnapshot:
+    """What the vectorization gate judges (judge/gate.py): a cell's counts of one kind, per dispatch and in total,
+    read from a static or executed snapshot record (measure/static.py, measure/counts.py)."""
+
+    totals: Counts
+    share: float  # the model's vector share in percent
+    dispatches: Mapping[str, Counts]
+
+    @property
+    def spills_counted(self) -> bool:
+        """Whether vector spills were counted (RISC-V snapshots recorded since they are)."""
+        return self.totals.spills is not None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CountsSnapshot:
+        totals = data["totals"]
+        return cls(Counts.from_json(totals, "vector_spills"), float(totals["vector_share_percent"]),
+                   {name: Counts.from_json(entry) for name, entry in data["dispatches"].items()})

@@ -1,6 +1,6 @@
-"""One emulated run of a cell's module with a QEMU plugin, kept in the store by content: what the traced
-measurements (memory traffic, work per thread) share. Nothing is kept from a run whose outputs disagree with
-onnxruntime, nor from one killed at the timeout."""
+"""One emulated run of a cell's module with a QEMU plugin, kept by content as every emulated run is (run/kept.py;
+emulated again with --rvv-no-cache): what the traced measurements (memory traffic, work per thread) share. Nothing is
+kept from a run whose outputs disagree with onnxruntime, nor from one killed at the timeout."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def plugin_run(cell: Cell, runner: Runner, oracle: Oracle, workdir: Path, *, nam
         check_outputs(cell, runner, outcome.outputs, oracle, what)  # nothing is kept from a run whose result is wrong
         return {"wall_s": round(wall_s, 3)}
 
-    entry = cell.store.get_or_build(namespace, entry_key, emulate)
+    kept = cell.runs.runs.kept if cell.runs is not None else cell.store  # fresh with --rvv-no-cache
+    entry = kept.get_or_build(namespace, entry_key, emulate)
     return PluginRun(entry.file(output), float(entry.meta["wall_s"]))
 
 

@@ -34,6 +34,7 @@ from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, blas_runner
 from pytest_rvv.run.blas_peer import prepare as prepare_openblas
 from pytest_rvv.run.ggml_peer import GGML_SYSROOT, ggml_runner
 from pytest_rvv.run.ggml_peer import prepare as prepare_ggml
+from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.ncnn_peer import ncnn_fetched, ncnn_runner
 from pytest_rvv.run.ncnn_peer import prepare as prepare_ncnn
 from pytest_rvv.run.ort_harness import PeerRun, build_harness, run_harness
@@ -143,8 +144,11 @@ def peer_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | 
 class PeerRuns:
     """The peer's plain and counted runs, each once per content (see the module docstring)."""
 
-    def __init__(self, store: Store, timeout_s: float | None, stages: Stages | None = None) -> None:
+    def __init__(self, store: Store, timeout_s: float | None, stages: Stages | None = None,
+                 kept: KeptRuns | None = None) -> None:
+        """``kept``: the session's runs by content (run/kept.py; fresh with --rvv-no-cache), else the store's."""
         self.store, self.timeout_s, self.stages = store, timeout_s, stages or Stages()
+        self.kept = kept or KeptRuns(store)
 
     def run(self, kind: str, runner: EmulatedPeerRunner, model: Path, inputs: list[np.ndarray], num_outputs: int,
             optimizations: str, name: str | None = None) -> RecordedPeerRun:
@@ -180,7 +184,7 @@ class PeerRuns:
                         "run_s": run.run_s, "wall_s": round(run.process.wall_s, 4),
                         "repro": f"cd {work / 'run'} && env -i {shlex.join(run.process.argv[len(launcher):])}"}
 
-        entry = self.store.get_or_build(NAMESPACE, key, emulate)
+        entry = self.kept.get_or_build(NAMESPACE, key, emulate)
         if not entry.created:
             self.stages.hit("emulate")
         meta = entry.meta

@@ -14,7 +14,7 @@ kind of run is done once per content and kept in the store under everything that
 
 A failed run is not kept (it raises). A damaged entry fails its manifest's hashes and is run again.
 ``--rvv-no-cache`` (``RecordedRuns(fresh=True)``) runs everything again and keeps nothing new: each content once per
-session (the tests of a cell that ask for the same run share it, as they would share the store's entry).
+session (run/kept.py, which the traced and the peers' runs go through too).
 Only emulated runs are kept: the host target's code and time belong to this machine.
 """
 
@@ -33,6 +33,7 @@ from pytest_rvv.base.errors import RunFailed
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.compile.compiler import Artifact
+from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
 from pytest_rvv.run.runner import Runner
 
@@ -95,9 +96,11 @@ class RecordedRuns:
         self.store = store
         self.stages = stages or Stages()
         self.timeout_s = timeout_s
-        self.fresh = fresh
-        self._kept: tempfile.TemporaryDirectory[str] | None = None  # fresh runs' results; removed with this object
-        self._fresh: dict[str, tuple[Path, dict[str, Any]]] = {}  # fresh runs by key: their folder and meta
+        self.kept = KeptRuns(store, fresh)  # every emulated run's entry: the store's, or this session's (fresh)
+
+    @property
+    def fresh(self) -> bool:
+        return self.kept.fresh
 
     @property
     def emulated(self) -> int:
@@ -118,12 +121,6 @@ class RecordedRuns:
         if kind not in KINDS:
             raise ValueError(f"unknown run kind {kind!r}")
         key = run_key(kind, artifact, runner, inputs, helper)
-        if self.fresh:  # emulated once per content in this session, into a folder that lives as long as this object
-            if key not in self._fresh:
-                into = Path(tempfile.mkdtemp(prefix="run-", dir=self._keep_dir()))
-                self._fresh[key] = (into, self._emulate(kind, artifact, runner, inputs, num_outputs, helper, into,
-                                                        workdir))
-            return self._load(kind, *self._fresh[key], cached=False)
 
         def emulate(tmp: Path) -> dict[str, Any]:
             try:
@@ -134,7 +131,7 @@ class RecordedRuns:
                 return {"kind": kind, "failed": str(exc), "details": exc.details, "model": artifact.model,
                         "target": runner.target.name}
 
-        entry = self.store.get_or_build(NAMESPACE, key, emulate)
+        entry = self.kept.get_or_build(NAMESPACE, key, emulate)
         if not entry.created:
             self.stages.hit("emulate")
         if "failed" in entry.meta:
@@ -170,11 +167,6 @@ class RecordedRuns:
                     "rss_kb": int(rss.read_text()) if rss.is_file() else None,
                     "wall_s": round(outcome.process.wall_s, 4), "cpu_s": round(outcome.process.cpu_s, 4),
                     "repro": outcome.repro, "model": artifact.model, "target": runner.target.name}
-
-    def _keep_dir(self) -> Path:
-        if self._kept is None:
-            self._kept = tempfile.TemporaryDirectory(prefix="pytest-rvv-fresh-")
-        return Path(self._kept.name)
 
     def _load(self, kind: str, path: Path, meta: dict[str, Any], cached: bool) -> RecordedRun:
         outputs = [np.load(path / f"output_{i}.npy", allow_pickle=False) for i in range(int(meta["outputs"]))]
