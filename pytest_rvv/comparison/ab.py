@@ -26,6 +26,7 @@ from pytest_rvv.judge.gate import GateResult, TrafficMove, bytes_text, check_gat
 from pytest_rvv.judge.verdict import PerfVerdict, judge
 from pytest_rvv.measure.agreement import CheckedRun
 from pytest_rvv.measure.asmdiff import dispatch_listing, mnemonic_changes, unified
+from pytest_rvv.measure.dispatch_table import Counts, CountsSnapshot
 from pytest_rvv.measure.matching import match_dispatches, pair_name
 from pytest_rvv.measure.metrics import (
     CPU_S,
@@ -51,14 +52,14 @@ class DispatchChange:
     """One matched dispatch whose counts differ: reference (before) and under test (after)."""
 
     name: str
-    before: dict[str, Any]
-    after: dict[str, Any]
+    before: Counts
+    after: Counts
     before_key: str
     after_key: str
 
     @property
     def added(self) -> int:
-        return int(self.after["instructions"]) - int(self.before["instructions"])
+        return self.after.instructions - self.before.instructions
 
 
 @dataclass
@@ -145,7 +146,7 @@ class ToolchainComparison:
         return {"model": self.model, "target": self.target, "under_test": self.under_test,
                 "reference": self.reference, "work": self.work, "per_call": self.per_call, "counted": self.counted,
                 "time": self.time_ratio,
-                "dispatches": [(c.name, c.before["instructions"], c.after["instructions"]) for c in self.changes[:3]],
+                "dispatches": [(c.name, c.before.instructions, c.after.instructions) for c in self.changes[:3]],
                 "changed": len(self.changes), "churn": self.churn, "unmatched": len(self.unmatched),
                 "regressions": self.regressions, "improvements": self.improvements, "notes": self.notes} | (
                 {"dram": {"core": self.dram_core, "per_call": self.dram,
@@ -160,9 +161,8 @@ class ToolchainComparison:
                          "most added work first:")
             for change in self.changes[:SHOWN_DISPATCHES]:
                 b, a = change.before, change.after
-                lines.append(f"  {change.name}: {b['instructions']} -> {a['instructions']} "
-                             f"({delta_text(b['instructions'], a['instructions'])}); vector {b['vector']} -> "
-                             f"{a['vector']}")
+                lines.append(f"  {change.name}: {b.instructions} -> {a.instructions} "
+                             f"({delta_text(b.instructions, a.instructions)}); vector {b.vector} -> {a.vector}")
             if len(self.changes) > SHOWN_DISPATCHES:
                 lines.append(f"  ... and {len(self.changes) - SHOWN_DISPATCHES} more")
         elif self.gate is not None:
@@ -245,10 +245,11 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
         after = analyze(cell_a.artifact, cell_a.store, cell_a.stages).snapshot()
     else:
         return comparison
-    comparison.gate = check_gate(before, after, target, max_share_drop, work=comparison.counted == "executed",
+    was, now = CountsSnapshot.from_json(before), CountsSnapshot.from_json(after)
+    comparison.gate = check_gate(was, now, target, max_share_drop, work=comparison.counted == "executed",
                                  added_work=None if strict else added_work)
     comparison.churn = comparison.gate.churn
-    _dispatch_changes(comparison, before, after)
+    _dispatch_changes(comparison, was, now)
     if wall is not None and comparison.counted == "executed":
         _traffic_changes(comparison, result_b, result_a, wall.core.name)
     if comparison.changes and target.arch != HOST:
@@ -300,12 +301,12 @@ def _traffic_changes(comparison: ToolchainComparison, reference: PerfResult, now
     comparison.traffic = check_traffic(comparison.gate, sides[0], sides[1], cache_hierarchy(core).l1d.line)
 
 
-def _dispatch_changes(comparison: ToolchainComparison, before: dict[str, Any], after: dict[str, Any]) -> None:
-    old, new = before["dispatches"], after["dispatches"]
+def _dispatch_changes(comparison: ToolchainComparison, before: CountsSnapshot, after: CountsSnapshot) -> None:
+    old, new = before.dispatches, after.dispatches
     matching = match_dispatches(old, new)
     changes = [DispatchChange(pair_name(a, b), old[a], new[b], a, b) for a, b in matching.pairs
-               if old[a]["instructions"] != new[b]["instructions"] or old[a]["vector"] != new[b]["vector"]]
+               if (old[a].instructions, old[a].vector) != (new[b].instructions, new[b].vector)]
     comparison.changes = sorted(changes, key=lambda c: (-c.added, c.name))
-    comparison.unmatched = [f"{k}: only in the reference ({old[k]['instructions']} instructions)"
+    comparison.unmatched = [f"{k}: only in the reference ({old[k].instructions} instructions)"
                             for k in matching.removed]
-    comparison.unmatched += [f"{k}: only under test ({new[k]['instructions']} instructions)" for k in matching.added]
+    comparison.unmatched += [f"{k}: only under test ({new[k].instructions} instructions)" for k in matching.added]
