@@ -139,8 +139,9 @@ def content_sha(path: Path) -> str:
     return sha
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old or the new content, never a mix."""
+def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new content, never a mix (``mode``: 0o755 for a
+    program)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -148,7 +149,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; these are shared, readable files
+        os.chmod(tmp, mode)  # mkstemp makes it private; these are shared, readable files
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,7 @@ import numpy as np
 
 from pytest_rvv.base.errors import ConfigError, RunFailed, tail
 from pytest_rvv.base.process import ProcessResult, run_process
-from pytest_rvv.base.store import content_sha
+from pytest_rvv.base.store import atomic_write_bytes, content_sha
 from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.config.cores import Core
 from pytest_rvv.config.targets import Target
@@ -249,11 +248,7 @@ def staged_runtime(executable: Path) -> Path:
     staged = directory / GUEST_PROGRAM
     if staged.is_file() and content_sha(staged) == sha:
         return staged
-    directory.mkdir(parents=True, exist_ok=True)
-    partial = directory / f".{GUEST_PROGRAM}.{os.getpid()}"
-    shutil.copyfile(executable, partial)
-    partial.chmod(0o755)
-    os.replace(partial, staged)
+    atomic_write_bytes(staged, executable.read_bytes(), mode=0o755)
     return staged
 
 
