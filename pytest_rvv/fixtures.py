@@ -18,7 +18,7 @@ from pytest_rvv.base.errors import ConfigError, RunFailed, RuntimeNotProvided, R
 from pytest_rvv.base.record import leave
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.repro import write_repro
-from pytest_rvv.config.cores import CORES, WallRequest
+from pytest_rvv.config.cores import CORES, DEFAULT_WALL_THREADS, WallRequest
 from pytest_rvv.config.kernels import CORE as KERNEL_CORE
 from pytest_rvv.config.kernels import MARK as KERNEL_CELLS
 from pytest_rvv.config.kernels import WALL as KERNEL_WALL
@@ -46,6 +46,7 @@ from pytest_rvv.judge.verdict import judge
 from pytest_rvv.measure.calibration import InstructionCalibration, InstructionTiming, calibrate
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, silicon_metric
+from pytest_rvv.measure.peer_threads import threads_beside
 from pytest_rvv.measure.peers import PeerComparison, PeerWork, measure_iree, measure_peer
 from pytest_rvv.measure.performance import (
     PerfResult,
@@ -499,22 +500,24 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
 
     def measure(beside: bool = False) -> PeerWork | PeerComparison:
         peer = runner()
+        runs = PeerRuns(rvv_session.store, settings.timeout_s, rvv_session.stages, kept=rvv_session.runs.kept)
+        oracle = rvv_session.oracle(rvv_model)
         try:  # the peer needs the oracle only: nothing of IREE's (a model IREE cannot compile still runs here)
-            work = measure_peer(rvv_model, rvv_session.oracle(rvv_model), peer,
-                                PeerRuns(rvv_session.store, settings.timeout_s, rvv_session.stages,
-                                         kept=rvv_session.runs.kept), estimated=beside,
-                                own=plugin.library)
+            work = measure_peer(rvv_model, oracle, peer, runs, estimated=beside, own=plugin.library)
         except PeerRejected as exc:
             _judged(peer_refused(str(exc)), record_property)
             raise
         if not beside:
             return work
         try:
-            iree = measure_iree(request.getfixturevalue("rvv_cell")(), tmp_path)  # IREE's side: its runner now
+            cell = request.getfixturevalue("rvv_cell")()  # IREE's side: its runner now
+            iree = measure_iree(cell, tmp_path)
+            # at a board's threads too, where the peer's harness runs threads of its own (the matmul libraries)
+            threads = threads_beside(cell, rvv_model, oracle, peer, runs, tmp_path, max(DEFAULT_WALL_THREADS))
         except ToolMissing as exc:
             pytest.skip(str(exc))
         comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work, plugin.name,
-                                    rvv_session.toolchain.compiler_version)
+                                    rvv_session.toolchain.compiler_version, threads=threads)
         leave(record_property, peers=comparison.row())
         return comparison
 

@@ -26,16 +26,20 @@ from pytest_rvv.config.kernels import ROWS
 from pytest_rvv.config.settings import ConfigError, default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.counts import parse
-from pytest_rvv.measure.peers import by_library
+from pytest_rvv.measure.peer_threads import measure_peer_threads
+from pytest_rvv.measure.peers import by_library, estimate_peer
 from pytest_rvv.model.kernels import SHAPES, kernel_model
 from pytest_rvv.report.peers import PeersCollector, gap_table, gaps, peers_summary
 from pytest_rvv.report.results import schema
 from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, blas_runner
 from pytest_rvv.run.ggml_peer import ggml_runner
+from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.matmul_peer import MatmulRunner, matmul_operands
 from pytest_rvv.run.ort_harness import PeerRejected
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PeerRuns
+from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu_plugin import plugin_option
+from pytest_rvv.session import Oracle
 from pytest_rvv.toolchain.debian_sysroot import (
     MARKER,
     MIRROR_ENV,
@@ -136,6 +140,43 @@ def test_a_call_s_work_is_exact_from_run_to_run_and_vectorized_only_with_v(tmp_p
     assert vector_share["rv64gc"] == 0 and vector_share["rv64gcv-zvl256b"] > 0.3
 
 
+def test_at_8_threads_a_call_splits_over_openblas_s_threads_and_their_waiting_is_left_out(tmp_path: Path):
+    """OpenBLAS's idle workers spin under QEMU for as long as the host lets them (hundreds of millions of instructions,
+    different in every run); the call's work is the blocks that execute as often in two runs of the same content: it
+    is the one-thread call's, split evenly over 8 threads, the same from one pair of runs to the next."""
+    runner = runner_for("rv64gcv-zvl256b")
+    rng = np.random.default_rng(4)
+    a, b = (rng.uniform(-1, 1, (256, 256)).astype(np.float32) for _ in range(2))
+    model_file = tmp_path / "mm.onnx"
+    model_file.write_bytes(b"mm-f32-256x256x256 (a key for the store: the harness reads A and B)")
+    oracle = Oracle(model_file, [a, b], [a @ b])
+    model = kernel_model("f32", SHAPES["256x256x256"])
+    store = Store(default_cache_dir())
+    runs = PeerRuns(store, None)
+    one, two = (runs.run(kind, runner, model_file, [a, b], 1, "all") for kind in (COUNTED_ONE, COUNTED_TWO))
+    per_call = sum(by_library(two)[0].values()) - sum(by_library(one)[0].values())
+    alone = estimate_peer(one, two, runner, store)
+    fresh = PeerRuns(store, None, kept=KeptRuns(store, fresh=True))  # another pair of runs than the recorded one
+    split = [measure_peer_threads(model, oracle, runner, runs, 8) for runs in (runs, fresh)]
+    for threads in split:
+        assert threads is not None and threads.threads == 8 and len(threads.per_thread) == 8
+        assert per_call < threads.work < 1.05 * per_call  # the one-thread call, and what splitting it costs
+        assert threads.waited > threads.work  # the waiting left out dwarfs the work (measured: 157-331 M vs 4.4 M)
+        assert threads.balance < 1.02  # OpenBLAS splits the matrix evenly
+        assert alone is not None and threads.busiest_cycles is not None
+        assert alone.cycles / 8 < threads.busiest_cycles < alone.cycles / 6  # measured: 7.6x at 8 threads
+    # measured from one pair of runs to the next: the main thread's share within 0.2 %, a worker's within 0.05 %
+    assert split[0].per_thread == pytest.approx(split[1].per_thread, rel=5e-3)
+    assert split[0].busiest_cycles == pytest.approx(split[1].busiest_cycles, rel=1e-2)
+
+
+def test_a_peer_whose_harness_runs_one_thread_is_not_measured_at_threads():
+    runner = runner_for("rv64gcv-zvl256b")
+    assert runner.with_threads(8).capabilities.threads == 8 and runner.capabilities.threads == 1
+    assert runner.with_threads(8).identity() != runner.identity()  # its runs are kept apart
+    assert EmulatedPeerRunner.with_threads(runner, 8) is None  # ONNX Runtime's and ncnn's: one thread
+
+
 def test_without_network_openblas_is_one_line_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(MIRROR_ENV, UNREACHABLE)
     with pytest.raises(SysrootUnavailable, match=r"^OpenBLAS's riscv64 build could not be fetched from "
@@ -218,6 +259,14 @@ def test_beside_the_kernel_suite_openblas_runs_each_f32_cell_once_and_each_path_
     assert beside["est_vs_default"] == pytest.approx(beside["est_cycles"] / entry["paths"]["default"]["est_cycles"])
     assert "### The gap: IREE's best path beside the fastest peer" in (report / "performance.md").read_text()
     assert 'id="peers-gap"' in (report / "index.html").read_text()
+    # and at a board's threads: both sides' busiest threads (measure/peer_threads.py)
+    assert "rvv peers at a board's threads: the busiest thread, est. X60 ms per call" in out
+    for row in rows:
+        threads = row["threads"]
+        assert threads["threads"] == 8 and threads["peer"]["busiest_est_ms"] > 0 and threads["iree_est_ms"] > 0
+        assert threads["est_ratio"] == pytest.approx(threads["iree_est_ms"] / threads["peer"]["busiest_est_ms"],
+                                                     rel=1e-2)
+    assert "### At a board's threads" in (report / "performance.md").read_text()
 
 
 def test_a_sysroot_made_by_another_recipe_is_fetched_again_not_used(tmp_path: Path):

@@ -24,13 +24,13 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elftools.elf.elffile import ELFFile
 
 from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.base.store import Store, content_sha, digest, source_digest
-from pytest_rvv.config.cores import CORES, cycles_ms
+from pytest_rvv.config.cores import CORES, Core, cycles_ms
 from pytest_rvv.config.targets import RISCV64
 from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.counts import PAGE, parse
@@ -52,6 +52,9 @@ from pytest_rvv.run.ort_harness import ORACLE_LEVELS
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRuns, RecordedPeerRun
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.session import Cell, Oracle
+
+if TYPE_CHECKING:
+    from pytest_rvv.measure.peer_threads import ThreadsBeside
 
 CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
 TOP = 3  # IREE dispatches named as what makes the difference
@@ -127,6 +130,7 @@ class PeerComparison:
     peer_name: str  # the plug-in (run/peer.py PEERS)
     toolchain: str = ""
     notes: list[str] = field(default_factory=list)
+    threads: ThreadsBeside | None = None  # both sides at a board's threads (a peer whose harness runs threads)
 
     @property
     def ratio(self) -> float | None:
@@ -161,7 +165,8 @@ class PeerComparison:
                                 "peak_rss_kb": self.peer.rss_kb,
                                 "max_abs_error": self.peer.checked.agreement.max_abs},
                 "ratio": None if self.ratio is None else round(self.ratio, 4),
-                "est_ratio": None if self.est_ratio is None else round(self.est_ratio, 4), "notes": self.notes}
+                "est_ratio": None if self.est_ratio is None else round(self.est_ratio, 4), "notes": self.notes} | (
+                    {"threads": self.threads.row()} if self.threads is not None else {})
 
 
 def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
@@ -248,33 +253,52 @@ def _exec_segment_vaddr(elf: Path) -> int:
     raise RvvError(f"{elf}: no executable segment")
 
 
+# Blocks closer than this share one objdump range; each range starts this far before its first block, so that the
+# vsetvli a vector block's type comes from (the nearest before it in address order) is decoded too.
+_RANGE_GAP = 1 << 16
+_RANGE_LEAD = 1 << 16
+
+
+def _ranges(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The address ranges to disassemble for sorted ``windows`` (start, end): near windows merged, each led in."""
+    ranges: list[list[int]] = []
+    for low, high in windows:
+        if ranges and low - ranges[-1][1] < _RANGE_GAP:
+            ranges[-1][1] = max(ranges[-1][1], high)
+        else:
+            ranges.append([low, high])
+    return [(max(0, low - _RANGE_LEAD), high) for low, high in ranges]
+
+
 def _block_codes(elf: Path, starts: dict[int, int]) -> dict[int, BlockCode]:
     """Each block's instructions as llvm-mca reads them, by its first instruction's address in ``elf`` (``starts``:
-    address -> instructions), from one objdump of the file; a block objdump does not start there is left out.
+    address -> instructions), from objdump over the address ranges that hold them (a library is large; the blocks a
+    call runs are few); a block objdump does not start there is left out.
 
     A block with vector instructions carries the (SEW, LMUL) of the nearest vsetvli before it in address order (the
     files are stripped: no function bounds; a vectorized loop sets its type in its own block, where this matters)."""
-    proc = subprocess.run([str(objdump_for(RISCV64)), "-d", "--no-show-raw-insn", str(elf)], capture_output=True,
-                          text=True, timeout=600)
-    if proc.returncode != 0:
-        raise ToolMissing(f"objdump failed on {elf}: {proc.stderr.strip()[:200]}")
     windows = sorted((start, start + 4 * n) for start, n in starts.items())
     lows = [low for low, _ in windows]
     decoded: dict[int, Instruction] = {}
     vtypes: dict[int, tuple[str, str]] = {}  # in force at each decoded instruction
-    vtype = ("", "")
-    for line in proc.stdout.splitlines():
-        match = _OBJDUMP_LINE.match(line)
-        if not match or match.group(2).startswith("."):
-            continue
-        address = int(match.group(1), 16)
-        operands = (match.group(3) or "").split("#")[0].split("<")[0].strip()
-        i = bisect.bisect_right(lows, address) - 1
-        if i >= 0 and address < max(high for _, high in windows[max(0, i - 8):i + 1]):
-            decoded[address] = Instruction(address, match.group(2), operands, OUTSIDE)
-            vtypes[address] = vtype
-        if match.group(2).startswith("vset"):
-            vtype = next_vtype(vtype, Instruction(address, match.group(2), operands, OUTSIDE))
+    for low, high in _ranges(windows):
+        proc = subprocess.run([str(objdump_for(RISCV64)), "-d", "--no-show-raw-insn", f"--start-address={low:#x}",
+                               f"--stop-address={high:#x}", str(elf)], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise ToolMissing(f"objdump failed on {elf}: {proc.stderr.strip()[:200]}")
+        vtype = ("", "")
+        for line in proc.stdout.splitlines():
+            match = _OBJDUMP_LINE.match(line)
+            if not match or match.group(2).startswith("."):
+                continue
+            address = int(match.group(1), 16)
+            operands = (match.group(3) or "").split("#")[0].split("<")[0].strip()
+            i = bisect.bisect_right(lows, address) - 1
+            if i >= 0 and address < max(high for _, high in windows[max(0, i - 8):i + 1]):
+                decoded[address] = Instruction(address, match.group(2), operands, OUTSIDE)
+                vtypes[address] = vtype
+            if match.group(2).startswith("vset"):
+                vtype = next_vtype(vtype, Instruction(address, match.group(2), operands, OUTSIDE))
     addresses = sorted(decoded)
     codes = {}
     for start, n in starts.items():
@@ -285,6 +309,42 @@ def _block_codes(elf: Path, starts: dict[int, int]) -> dict[int, BlockCode]:
             vector = any(insn.mnemonic.startswith("v") for insn in body)
             codes[start] = BlockCode(lines, *(vtypes[start] if vector else ("", "")))
     return codes
+
+
+BlockKey = tuple[str, int, int]  # a peer's block: its file, its offset in that file's code mapping, its instructions
+
+
+def block_key(run: RecordedPeerRun, vaddr: int, n_insns: int, bases: dict[str, int]) -> BlockKey | None:
+    """The block at guest ``vaddr`` as the same block in every run of the peer (None outside its files: the vDSO);
+    ``bases`` holds each file's code address across the runs compared (one line when a file moved)."""
+    name = run.library_of(vaddr)
+    if name is None:
+        return None
+    start = min(s for s, _ in run.code[name])
+    if bases.setdefault(name, start) != start:
+        raise RvvError(f"{name} was loaded at two addresses in the peer's counted runs")
+    return name, vaddr - start, n_insns
+
+
+def cycles_per_execution(keys: list[BlockKey], runner: EmulatedPeerRunner, core: Core,
+                         store: Store) -> dict[BlockKey, float]:
+    """llvm-mca's steady-state cycles on ``core`` of one execution of each block, from the sysroot's own files
+    (stripped: no function names, but the bytes are there; a vector block gets the type of the vsetvli before it); a
+    block whose file or bytes are not found is left out (what the estimate does not cover)."""
+    codes: dict[BlockKey, BlockCode] = {}
+    for name in sorted({name for name, _, _ in keys}):
+        elf = runner.code_file(name)
+        if elf is None or not elf.resolve().is_file():
+            continue
+        base_vaddr = _exec_segment_vaddr(elf.resolve())
+        mine = [k for k in keys if k[0] == name]
+        found = _block_codes(elf.resolve(), {offset + base_vaddr: n for _, offset, n in mine})
+        for key in mine:
+            code = found.get(key[1] + base_vaddr)
+            if code is not None and code.lines:
+                codes[key] = code
+    cycles, _, _ = block_cycles(list(dict.fromkeys(codes.values())), core, store)
+    return {key: cycles[code] for key, code in codes.items()}
 
 
 def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, runner: EmulatedPeerRunner,
@@ -303,37 +363,18 @@ def estimate_peer(one: RecordedPeerRun, two: RecordedPeerRun, runner: EmulatedPe
                   json.dumps(two.code), *runner.identity(), repr(core), mca_version(mca), _SOURCE])
 
     def build(tmp: Path) -> dict[str, Any]:
-        delta: dict[tuple[str, int, int], int] = {}
+        delta: dict[BlockKey, int] = {}
         bases: dict[str, int] = {}
         for sign, run in ((-1, one), (1, two)):
             assert run.counts is not None
             for block in parse(run.counts.read_text(), run.counts).blocks:
-                name = run.library_of(block.vaddr)
-                if name is None:
-                    continue
-                start = min(s for s, _ in run.code[name])
-                if bases.setdefault(name, start) != start:
-                    raise RvvError(f"{name} was loaded at two addresses in the peer's two counted runs")
-                key = (name, block.vaddr - start, block.n_insns)
-                delta[key] = delta.get(key, 0) + sign * block.execs
+                found = block_key(run, block.vaddr, block.n_insns, bases)
+                if found is not None:
+                    delta[found] = delta.get(found, 0) + sign * block.execs
         work = sum(n * d for (_, _, n), d in delta.items())
-        files = {name: runner.code_file(name) for name in bases}
-        codes: dict[BlockCode, int] = {}
-        covered = 0
-        for name, elf in files.items():
-            if elf is None or not elf.resolve().is_file():
-                continue
-            base_vaddr = _exec_segment_vaddr(elf.resolve())
-            starts = {offset + base_vaddr: n for (lib, offset, n), d in delta.items() if lib == name and d}
-            found = _block_codes(elf.resolve(), starts)
-            for (lib, offset, n), d in delta.items():
-                code = found.get(offset + base_vaddr) if lib == name and d else None
-                if code is not None and code.lines:
-                    codes[code] = codes.get(code, 0) + d
-                    covered += n * d
-        cycles, _, _ = block_cycles(list(codes), core, store)
-        return {"cycles": sum(d * cycles[code] for code, d in codes.items()),
-                "covered_percent": share(covered, work)}
+        per = cycles_per_execution([k for k, d in delta.items() if d], runner, core, store)
+        return {"cycles": sum(delta[k] * c for k, c in per.items()),
+                "covered_percent": share(sum(k[2] * delta[k] for k in per), work)}
 
     entry = store.get_or_build("peer-estimates", key, build)
     return PeerEstimate(float(entry.meta["cycles"]), float(entry.meta["covered_percent"]), core.ghz)

@@ -30,6 +30,14 @@ HEADER = ["Model", "Target", "Peer", "IREE per call (M)", "Peer per call (M)", "
           "Peer est. X60 ms", "IREE / peer est.", "IREE vector %", "Peer vector %", "Peer in its library %",
           "IREE pack/unpack %", "IREE's top dispatches (share of its work)"]
 GAP_TITLE = "rvv peers: the gap, per model: IREE's best path beside the fastest peer (est. X60 ms per call)"
+THREADS_TITLE = "rvv peers at a board's threads: the busiest thread, est. X60 ms per call"
+THREADS_HEADER = ["Model", "Target", "Peer", "Threads", "IREE est. X60 ms", "Peer est. X60 ms", "IREE / peer est.",
+                  "Peer's work per thread (k: main, then workers)", "Peer balance", "Peer waiting left out (M)"]
+THREADS_NOTE = ("at N threads: IREE, each dispatch's slowest thread (its workgroups' llvm-mca cycles and the runtime's "
+                "measured work per workgroup, measure/threads.py); the peer, its busiest thread's share of one call "
+                "(blocks whose executions differ between two runs of the same content are waiting, left out: "
+                "measure/peer_threads.py); both in-core, the memory system and the waits between threads left out; "
+                "balance: the busiest thread over an even split")
 GAP_HEADER = ["Model", "IREE's best path", "IREE est. X60 ms", "IREE per call (M)", "Fastest peer",
               "Peer est. X60 ms", "Peer per call (M)", "IREE / fastest peer"]
 
@@ -192,6 +200,22 @@ def peers_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def threads_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Each row measured at a board's threads (a peer whose harness runs threads), as Markdown lines."""
+    threaded = [r for r in ordered(rows) if r.get("threads")]
+    if not threaded:
+        return []
+    lines = ["| " + " | ".join(THREADS_HEADER) + " |", "|" + "---|" * len(THREADS_HEADER)]
+    for r in threaded:
+        t = r["threads"]
+        peer = t["peer"]
+        split = " / ".join(f"{n / 1e3:.0f}" for n in peer["per_thread_instructions"])
+        lines.append(f"| {r['model']} | {r['target']} | {peer_name(r)} | {t['threads']} | {_ms(t['iree_est_ms'])} | "
+                     f"{_ms(peer['busiest_est_ms'])} | {_x(t['est_ratio'])} | {split} | {peer['balance']:.2f} | "
+                     f"{_m(peer['waited_instructions'])} |")
+    return lines
+
+
 def _speed(side: dict[str, Any]) -> tuple[float, float]:
     """How a side ranks: est. X60 ms first (what silicon would take), work per call when there is no estimate."""
     est = side.get("est_ms")
@@ -286,10 +310,12 @@ def peers_markdown(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]
     if not rows:
         return ""
     moved = moved_lines(rows, comparisons)
+    threads = threads_table(rows)
     entries = studies(rows)
     published = [*studies_table(entries), "", STUDIES_NOTE + ".", "", *(f"- {line}" for line in studies_lines(entries))]
     return "\n".join(["", "## IREE beside its peers", "", "### The gap: IREE's best path beside the fastest peer", "",
                       *gap_table(gaps(rows)), "", "### Every cell", "", *peers_table(rows), "", NOTE + ".",
+                      *(["", "### At a board's threads", "", *threads, "", THREADS_NOTE + "."] if threads else []),
                       *([""] + [f"- {line}" for line in moved] if moved else []),
                       *(["", "### Beside the studies (measured on silicon)", "", *published] if entries else []),
                       ""])

@@ -20,6 +20,7 @@ from pytest_rvv.report.estimator import estimator_summary, estimator_table
 from pytest_rvv.report.peers import (
     GAP_TITLE,
     STUDIES_TITLE,
+    THREADS_TITLE,
     gap_table,
     gaps,
     moved_lines,
@@ -28,6 +29,7 @@ from pytest_rvv.report.peers import (
     studies,
     studies_lines,
     studies_table,
+    threads_table,
 )
 from pytest_rvv.report.peers import TITLE as PEERS_TITLE
 from pytest_rvv.report.performance import kernel_lines, microkernel_table, table_one, table_one_note
@@ -68,6 +70,8 @@ def tables(s: Sections) -> list[Block]:
     if s.peers:
         blocks.append((GAP_TITLE, gap_table(gaps(s.peers))))
         blocks.append((PEERS_TITLE, peers_table(s.peers)))
+        if threaded := threads_table(s.peers):
+            blocks.append((THREADS_TITLE, threaded))
         published = studies(s.peers)
         blocks.append((STUDIES_TITLE, [*studies_table(published), *studies_lines(published)]))
     blocks.append(("rvv vectorization", cell_lines(s.vectorization)))

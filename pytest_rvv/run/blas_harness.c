@@ -37,6 +37,7 @@ typedef void (*sgemm_fn)(int order, int trans_a, int trans_b, int m, int n, int 
 typedef void (*sgemv_fn)(int order, int trans, int m, int n, float alpha, const float *a, int lda, const float *x,
                          int incx, float beta, float *y, int incy);
 typedef char *(*corename_fn)(void);
+typedef void (*set_threads_fn)(int);
 enum { TRANS = 112 };  /* CblasTrans */
 
 static void copy_file(const char *from, const char *to)
@@ -75,6 +76,9 @@ int main(int argc, char **argv)
     corename_fn corename = (corename_fn)dlsym(handle, "openblas_get_corename");
     if (sgemm == NULL || sgemv == NULL)
         fail(1, library, "no cblas_sgemm or cblas_sgemv");
+    set_threads_fn set_threads = (set_threads_fn)dlsym(handle, "openblas_set_num_threads");
+    if (args.threads > 1 && set_threads != NULL)
+        set_threads(args.threads);
     int64_t loaded = now_us();
 
     int64_t last = 0;

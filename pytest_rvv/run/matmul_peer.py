@@ -12,6 +12,7 @@ and counted with one and two calls (their difference is one call's work, loading
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from pytest_rvv.config.targets import Target
 from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges, harness_said
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
-from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
+from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE, Capabilities
 from pytest_rvv.toolchain.debian_sysroot import MARKER, PeerSysroot, SysrootRecipe, prepare_sysroot
 
 CLANG = "clang-22"
@@ -112,11 +113,25 @@ class MatmulRunner(EmulatedPeerRunner):
     """A matmul library for riscv64 (Debian's build) under ``qemu`` with ``target``'s CPU."""
 
     def __init__(self, library: MatmulLibrary, target: Target, qemu: Qemu, sysroot: PeerSysroot, harness: Path,
-                 kernels: str = "") -> None:
+                 kernels: str = "", threads: int = 1) -> None:
         self.library = library
         self.what = library.title
         super().__init__(target, qemu, sysroot, harness)
         self.kernels = kernels  # the kernel set it picks on this target (``core``): riscv64_zvl256b
+        self.threads = threads  # the library's own threads per call (the harness's --threads)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return dataclasses.replace(super().capabilities, threads=self.threads)
+
+    def with_threads(self, threads: int) -> MatmulRunner:
+        """The library with ``threads`` threads of its own (OpenBLAS's server threads, ggml's thread pool)."""
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, not {threads}")
+        return MatmulRunner(self.library, self.target, self.qemu, self.sysroot, self.harness, self.kernels, threads)
+
+    def identity(self) -> list[str]:
+        return super().identity() + ([f"threads={self.threads}"] if self.threads > 1 else [])
 
     def describe(self) -> str:
         picked = f": {self.kernels} kernels" if self.kernels else ""
@@ -142,6 +157,7 @@ class MatmulRunner(EmulatedPeerRunner):
         argv = [*launcher, str(self.qemu.path), "-cpu", self.target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE,
                 "-L", str(self.sysroot.path), *qemu_args, "-0", self.library.executable, str(self.harness), str(m),
                 str(k), str(n), "a.f32", "b.f32", "c.f32", f"--repeat={repeat}",
+                *([f"--threads={self.threads}"] if self.threads > 1 else []),
                 *(["--maps=@maps.txt"] if maps else []), *([] if timings else ["--no-timings"])]
         result = run_process(argv, timeout_s=timeout_s or RUN_TIMEOUT_S, env={}, cwd=workdir)
         if not result.ok:

@@ -151,8 +151,10 @@ class PeerRuns:
         self.kept = kept or KeptRuns(store)
 
     def run(self, kind: str, runner: EmulatedPeerRunner, model: Path, inputs: list[np.ndarray], num_outputs: int,
-            optimizations: str, name: str | None = None) -> RecordedPeerRun:
-        """The ``kind`` run of ``model`` (``name``: the model's name in a failure's line)."""
+            optimizations: str, name: str | None = None, sample: int = 0) -> RecordedPeerRun:
+        """The ``kind`` run of ``model`` (``name``: the model's name in a failure's line). ``sample``: another run of
+        the same content, kept apart (a run with the peer's own threads differs from run to run in how long its idle
+        workers wait: measure/peer_threads.py compares two)."""
         if kind not in REPEATS:
             raise ValueError(f"unknown peer run kind {kind!r}")
         if kind == PLAIN:
@@ -161,7 +163,7 @@ class PeerRuns:
             check_plugin_support(runner.qemu)
             helper = build_plugin(self.store)
         key = digest([RECIPE, kind, *runner.identity(), content_sha(model), content_sha(helper), inputs_digest(inputs),
-                      optimizations, str(num_outputs)])
+                      optimizations, str(num_outputs), *([f"sample={sample}"] if sample else [])])
 
         def emulate(into: Path) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="pytest-rvv-peer-") as scratch:

@@ -38,6 +38,12 @@ class EmulatedPeerRunner:
     def describe(self) -> str:
         raise NotImplementedError
 
+    def with_threads(self, threads: int) -> EmulatedPeerRunner | None:
+        """The same peer running each call on ``threads`` threads of its own (its capabilities' ``threads``), or None
+        when its harness runs one thread only (ONNX Runtime's and ncnn's here)."""
+        del threads
+        return None
+
     def run(self, model: Path, inputs: list[np.ndarray], workdir: Path, num_outputs: int, *,
             optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
             launcher: tuple[str, ...] = (), timeout_s: float | None = None, name: str | None = None,

@@ -1,0 +1,215 @@
+"""A peer's work per thread when it runs a call on threads of its own (OpenBLAS's server threads, ggml's pool), as a
+board runs it: what each thread executes of one call, and the busiest thread's est. cycles on CORE.
+
+Under QEMU such a run is not deterministic: an idle worker spins, waiting for work, for as long as the host lets it
+(measured, OpenBLAS 256^3 at 8 threads: 157 M to 292 M instructions in all from run to run, of which 8.4 M are work).
+The work is: a block that computes, packs or hands out the call executes the same number of times in every run. So
+every threaded run is made twice (two samples of the same content, each recorded: run/peer.py), and a block whose
+executions differ between the two is waiting, left out. Of what is left, per thread:
+
+- the main thread (vCPU 0): its blocks in the two-call run less the one-call run (the load and the harness cancel);
+- each worker: its blocks in the one-call run (a worker starts after the load and does only its share of the call,
+  with its own start-up: a few hundred instructions in libc).
+
+The busiest thread's est. cycles bound one call's time at N threads from below: waits between the threads and the
+memory system are not in them (the one-thread estimate leaves the memory system out too).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
+from pytest_rvv.base.store import content_sha, digest, source_digest
+from pytest_rvv.config.cores import CORES, cycles_ms
+from pytest_rvv.measure.agreement import compare
+from pytest_rvv.measure.executed import measure_executed, measure_one_time
+from pytest_rvv.measure.peers import CORE, BlockKey, block_key, cycles_per_execution
+from pytest_rvv.measure.silicon import find_mca, mca_version
+from pytest_rvv.measure.static import share
+from pytest_rvv.measure.threads import measure_threads, parse_threads
+from pytest_rvv.model.model import Model
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PeerRuns, RecordedPeerRun
+from pytest_rvv.run.peer_runner import EmulatedPeerRunner
+from pytest_rvv.session import Cell, Oracle
+
+SAMPLES = (1, 2)  # the two samples of each threaded run (sample 0 is the one-thread runs' own key)
+_SOURCE = source_digest(__file__, "peers.py", "silicon.py")
+
+
+@dataclass(frozen=True)
+class PeerThreads:
+    """One call of the peer on ``threads`` threads of its own."""
+
+    threads: int
+    per_thread: tuple[int, ...]  # executed instructions of one call: the main thread, then the workers, most first
+    waited: int  # instructions of waiting blocks left out, in the one-call run's first sample
+    busiest_cycles: float | None  # est. cycles on CORE of the busiest thread's share (None: llvm-mca missing)
+    covered_percent: float | None  # of the busiest thread's instructions, what the estimate covers
+    ghz: float
+
+    @property
+    def work(self) -> int:
+        """The call's work summed over the threads (the one-thread call's, plus what splitting it costs)."""
+        return sum(self.per_thread)
+
+    @property
+    def balance(self) -> float:
+        """The busiest thread's share over an even split's (1.0: even)."""
+        return max(self.per_thread) * len(self.per_thread) / self.work if self.work else 1.0
+
+    @property
+    def busiest_ms(self) -> float | None:
+        return None if self.busiest_cycles is None else cycles_ms(self.busiest_cycles, self.ghz)
+
+    def row(self) -> dict[str, object]:
+        """results.json's ``threads`` of a peer row."""
+        return {"threads": self.threads, "per_thread_instructions": list(self.per_thread),
+                "work_instructions": self.work, "waited_instructions": self.waited,
+                "balance": round(self.balance, 3), "core": CORE,
+                "busiest_est_ms": None if self.busiest_ms is None else round(self.busiest_ms, 3),
+                "busiest_est_covered_percent": self.covered_percent}
+
+
+def _per_thread(run: RecordedPeerRun, bases: dict[str, int]) -> dict[int, Counter[BlockKey]]:
+    """Each thread's executions of each block of the peer's files (vDSO left out)."""
+    assert run.counts is not None
+    counts = parse_threads(run.counts.read_text(), run.counts)
+    found: dict[int, Counter[BlockKey]] = {}
+    for block, execs in zip(counts.blocks, counts.per_vcpu, strict=True):
+        key = block_key(run, block.vaddr, block.n_insns, bases)
+        if key is not None:
+            for vcpu, n in execs.items():
+                found.setdefault(vcpu, Counter())[key] += n
+    return found
+
+
+def _totals(threads: dict[int, Counter[BlockKey]]) -> Counter[BlockKey]:
+    out: Counter[BlockKey] = Counter()
+    for blocks in threads.values():
+        out.update(blocks)
+    return out
+
+
+def split_work(one: tuple[RecordedPeerRun, RecordedPeerRun],
+               two: tuple[RecordedPeerRun, RecordedPeerRun]) -> tuple[list[Counter[BlockKey]], int]:
+    """One call's block executions per thread (the main thread first), from two samples of the one-call and of the
+    two-call run; and the instructions of waiting blocks left out of the one-call run's first sample."""
+    bases: dict[str, int] = {}
+    ones = [_per_thread(run, bases) for run in one]
+    twos = [_per_thread(run, bases) for run in two]
+    seen: set[BlockKey] = set()
+    unsteady: set[BlockKey] = set()  # a block whose executions differ between the two samples of a run: waiting
+    for first, second in ((ones[0], ones[1]), (twos[0], twos[1])):
+        a, b = _totals(first), _totals(second)
+        seen |= a.keys() | b.keys()
+        unsteady |= {k for k in a.keys() | b.keys() if a[k] != b[k]}
+    steady = seen - unsteady
+    main_one, main_two = ones[0].get(0, Counter()), twos[0].get(0, Counter())
+    main = Counter({k: main_two[k] - main_one[k] for k in steady if main_two[k] != main_one[k]})
+    workers = [Counter({k: n for k, n in blocks.items() if k in steady and n}) for vcpu, blocks in ones[0].items()
+               if vcpu != 0]
+    workers = [w for w in workers if w]
+    workers.sort(key=lambda w: -sum(k[2] * n for k, n in w.items()))
+    waited = sum(k[2] * n for k, n in _totals(ones[0]).items() if k not in steady)
+    return [main, *workers], waited
+
+
+def measure_peer_threads(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns,
+                         threads: int) -> PeerThreads | None:
+    """The peer's one call split over ``threads`` threads of its own; None when its harness runs one thread only.
+    Each threaded run's outputs must agree with onnxruntime's (one line naming the model if not)."""
+    threaded = runner.with_threads(threads)
+    if threaded is None:
+        return None
+    args = (threaded, oracle.prepared, oracle.inputs, len(oracle.outputs), "all", model.name)
+    one = tuple(runs.run(COUNTED_ONE, *args, sample=s) for s in SAMPLES)
+    two = tuple(runs.run(COUNTED_TWO, *args, sample=s) for s in SAMPLES)
+    for run in (*one, *two):
+        agreement = compare(run.outputs, oracle.outputs, model.tolerance, oracle.steps)
+        if not agreement.ok:
+            raise RvvError(f"{model.name} on {runner.target.name}: {runner.describe()} with {threads} threads "
+                           f"disagrees with onnxruntime\n{agreement.report()}")
+    with runs.stages.time("estimate"):
+        split, waited, cycles, covered = _estimated(one, two, threaded, runs)
+    per_thread = [sum(k[2] * n for k, n in blocks.items()) for blocks in split]
+    return PeerThreads(threads, tuple(per_thread), waited, cycles, covered, CORES[CORE].ghz)
+
+
+def _estimated(one: tuple[RecordedPeerRun, ...], two: tuple[RecordedPeerRun, ...], runner: EmulatedPeerRunner,
+               runs: PeerRuns) -> tuple[list[Counter[BlockKey]], int, float | None, float | None]:
+    """The split (``split_work``) and the busiest thread's est. cycles and coverage, kept in the store by the runs'
+    content (a rerun reads them back)."""
+    assert len(one) == 2 and len(two) == 2
+    split, waited = split_work((one[0], one[1]), (two[0], two[1]))
+    busiest = max(split, key=lambda blocks: sum(k[2] * n for k, n in blocks.items()))
+    try:
+        mca = find_mca()
+    except ToolMissing:  # the split stands without an estimate
+        return split, waited, None, None
+    core = CORES[CORE]
+    key = digest(["peer-threads-v1", *(content_sha(r.counts) for r in (*one, *two) if r.counts),
+                  *(json.dumps(r.code) for r in (*one, *two)), *runner.identity(), repr(core), mca_version(mca),
+                  _SOURCE])
+
+    def build(tmp: Path) -> dict[str, object]:
+        per = cycles_per_execution([k for k, n in busiest.items() if n], runner, core, runs.store)
+        work = sum(k[2] * n for k, n in busiest.items())
+        return {"cycles": sum(busiest[k] * c for k, c in per.items()),
+                "covered_percent": share(sum(k[2] * busiest[k] for k in per), work)}
+
+    entry = runs.store.get_or_build("peer-estimates", key, build)
+    return split, waited, float(entry.meta["cycles"]), float(entry.meta["covered_percent"])
+
+
+
+@dataclass(frozen=True)
+class ThreadsBeside:
+    """IREE's cell and its peer, each at ``threads`` threads: est. ms per call on CORE of the busiest threads (IREE:
+    each dispatch's slowest thread, measure/threads.py; the peer: its busiest thread, above)."""
+
+    threads: int
+    iree_ms: float | None
+    peer: PeerThreads
+
+    @property
+    def est_ratio(self) -> float | None:
+        """IREE's est. ms / the peer's, at ``threads`` threads."""
+        peer = self.peer.busiest_ms
+        return self.iree_ms / peer if self.iree_ms is not None and peer else None
+
+    def row(self) -> dict[str, object]:
+        """A peer row's ``threads`` (results.json)."""
+        return {"threads": self.threads, "iree_est_ms": None if self.iree_ms is None else round(self.iree_ms, 3),
+                "peer": self.peer.row(), "est_ratio": None if self.est_ratio is None else round(self.est_ratio, 4)}
+
+
+def iree_threads_ms(cell: Cell, workdir: Path, threads: int) -> float | None:
+    """IREE's est. ms per call on CORE with ``threads`` workers: the slowest thread of each dispatch a call runs (the
+    module load's own dispatches left out), from the cell's run at that many threads (kept by content; the kernel
+    suite's wall-time rows make the same run). None where CORE is not one of the target's cores or llvm-mca is
+    missing."""
+    core = next((c for c in cell.target.cores() if c.name == CORE), None)
+    if core is None or not core.ghz:
+        return None
+    run, load = measure_executed(cell, workdir / "counted"), measure_one_time(cell, workdir / "loaded")
+    called = {name for name, (work, _) in run.per_call(load).items() if work > 0}
+    try:
+        profile = measure_threads(cell, workdir / f"threads-{threads}", threads, cores=(core,))
+    except (ToolMissing, ConfigError):  # llvm-mca missing; a part with fewer harts than ``threads``
+        return None
+    return cycles_ms(sum(profile.dispatch_cycles(name, CORE) for name in profile.dispatches if name in called),
+                     core.ghz)
+
+
+def threads_beside(cell: Cell, model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns,
+                   workdir: Path, threads: int) -> ThreadsBeside | None:
+    """The peer and IREE's cell at ``threads`` threads (None when the peer's harness runs one thread only: ONNX
+    Runtime's and ncnn's here; nothing of IREE's is run then)."""
+    peer = measure_peer_threads(model, oracle, runner, runs, threads)
+    if peer is None:
+        return None
+    return ThreadsBeside(threads, iree_threads_ms(cell, workdir, threads), peer)
