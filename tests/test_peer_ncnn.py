@@ -108,6 +108,21 @@ def test_the_guest_reads_a_fixed_process_status_not_the_emulators(tmp_path: Path
     assert seen[0] != seen[1]  # the pids do differ: the file, not the process, is fixed
 
 
+def test_the_guest_reads_the_modelled_parts_caches_not_the_hosts(tmp_path: Path):
+    """ncnn sizes its work by the L2 and L3 it reads in sysfs; under qemu-user that is the host's, and nsnet2's work
+    per call moved by 733k instructions between a 2-core AMD EPYC and a 2-core Intel Xeon. The guest reads the K1's
+    (8 X60 harts, 32 KiB L1, 512 KiB L2 per cluster of 4, no L3) on every machine."""
+    runner = runner_for("rv64gcv-zvl256b")
+    cpu = "/sys/devices/system/cpu"
+    read = "; ".join(f"print(open('{cpu}/{name}').read().strip())" for name in (
+        "possible", "cpu0/cache/index0/size", "cpu0/cache/index2/size", "cpu5/cache/index2/shared_cpu_map",
+        "cpu0/cache/index3/size", "cpu0/cpufreq/cpuinfo_max_freq"))
+    argv = [str(runner.qemu.path), "-cpu", runner.target.emulator_cpu, "-L", str(runner.sysroot.path),
+            str(runner.sysroot.path / PYTHON), "-S", "-B", "-c", read]
+    seen = subprocess.run(argv, capture_output=True, text=True, env={}, cwd=tmp_path, check=True).stdout
+    assert seen.split() == ["0-7", "32K", "512K", "f0", "0K", "1600000"]
+
+
 def test_what_ncnn_cannot_run_is_one_line_naming_the_model(tmp_path: Path):
     runner = runner_for("rv64gcv-zvl256b")
     model = convs_model(tmp_path / "convs.onnx")

@@ -41,6 +41,7 @@ from pytest_rvv.toolchain.debian_sysroot import (
     SysrootRecipe,
     SysrootUnavailable,
     cached_sysroot,
+    guest_cpu_files,
     prepare_sysroot,
 )
 
@@ -56,9 +57,11 @@ PYTHON = "usr/bin/python3.13"
 # counted runs under load differed in libc's strstr. The guest reads this fixed one instead (qemu -L shadows it).
 GUEST_STATUS = "Name:\tpython3.13\nState:\tR (running)\nTgid:\t1000\nPid:\t1000\nPPid:\t1\nTracerPid:\t0\nThreads:\t1\n"
 # Debian 13's riscv64 Python (the wheel is cp313; glibc 2.41 >= its 2.39) and the C++ runtime ncnn links
+# and the modelled part's /sys/devices/system/cpu, not the host's: ncnn sizes its work by the L2 and L3 it reads there
+# (debian_sysroot.guest_cpu_files; v3)
 PYTHON_SYSROOT = SysrootRecipe("Python", "python3.13", "3.13.5", "python3.13-minimal",
-                               ("python3.13-minimal", "libstdc++6"), PYTHON, "", "peer-ncnn-python-v2",
-                               files=(("proc/self/status", GUEST_STATUS),))
+                               ("python3.13-minimal", "libstdc++6"), PYTHON, "", "peer-ncnn-python-v3",
+                               files=(("proc/self/status", GUEST_STATUS), *guest_cpu_files()))
 HARNESS = "ncnn_harness.py"
 RUN_RECIPE = "ncnn-run-v4"  # how the guest is started (v2: Python's argv[0] absolute, its hash seed from QEMU's -E;
 # v3: a fixed /proc/self/status; v4: the harness and the wheel's folder from a fixed-length directory)

@@ -30,6 +30,7 @@ from filelock import FileLock
 from pytest_rvv.base.errors import ToolMissing, first_lines
 from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.base.store import content_sha, storage_fault
+from pytest_rvv.config.cores import CORES, cache_hierarchy, memory_timings
 from pytest_rvv.config.settings import DEBIAN_MIRROR_ENV as MIRROR_ENV
 from pytest_rvv.config.settings import default_tools_dir, environment
 
@@ -73,6 +74,39 @@ class SysrootRecipe:
     @property
     def setup_hint(self) -> str:
         return "then run 'bash scripts/setup.sh peers'"
+
+
+def guest_cpu_files(core: str = "spacemit-x60") -> tuple[tuple[str, str], ...]:
+    """A fixed /sys/devices/system/cpu for a peer's sysroot: the modelled part's (qemu -L shadows the host's).
+
+    Under qemu-user the guest reads the host's sysfs, and a peer that sizes its work by the caches it finds does other
+    work on another machine: ncnn reads the L2 and L3 sizes (and the CPUs' count, clock and siblings), and its work per
+    call on nsnet2 moved by 733k instructions (-0.06 %) between a 2-core AMD EPYC and a 2-core Intel Xeon. So the guest
+    sees the part the estimate models: its harts, each with its L1 data cache (and an L1 instruction cache of the same
+    size), its L2 shared by a cluster (config/cores.py), its clock, and no L3 (an index3 of size 0K: the host's cannot
+    be hidden, only shadowed); and a fixed vm.overcommit_memory."""
+    part, caches, memory = CORES[core], cache_hierarchy(core), memory_timings(core)
+    harts, cluster = part.harts or 1, memory.cluster
+    khz = str(round(part.ghz * 1e6))
+    files = [("sys/devices/system/cpu/possible", f"0-{harts - 1}\n"), ("sys/devices/system/cpu/online",
+                                                                       f"0-{harts - 1}\n"),
+             ("sys/devices/system/cpu/present", f"0-{harts - 1}\n"), ("proc/sys/vm/overcommit_memory", "0\n")]
+    for cpu in range(harts):
+        mask = sum(1 << c for c in range(cpu - cpu % cluster, min(harts, cpu - cpu % cluster + cluster)))
+        base = f"sys/devices/system/cpu/cpu{cpu}"
+        for index, (level, kind, size, shared) in enumerate((
+                (1, "Data", caches.l1d.size, 1 << cpu), (1, "Instruction", caches.l1d.size, 1 << cpu),
+                (2, "Unified", caches.l2.size, mask), (3, "Unified", 0, (1 << harts) - 1))):
+            files += [(f"{base}/cache/index{index}/level", f"{level}\n"), (f"{base}/cache/index{index}/type",
+                                                                           f"{kind}\n"),
+                      (f"{base}/cache/index{index}/size", f"{size // 1024}K\n"),
+                      (f"{base}/cache/index{index}/shared_cpu_map", f"{shared:x}\n")]
+        files += [(f"{base}/cpufreq/cpuinfo_max_freq", f"{khz}\n"), (f"{base}/cpufreq/stats/time_in_state",
+                                                                     f"{khz} 0\n"),
+                  (f"sys/devices/system/cpu/cpufreq/stats/cpu{cpu}/time_in_state", f"{khz} 0\n"),
+                  (f"{base}/topology/thread_siblings_list", f"{cpu}\n"),
+                  (f"{base}/topology/core_siblings_list", f"0-{harts - 1}\n")]
+    return tuple(files)
 
 
 @dataclass(frozen=True)
