@@ -264,8 +264,9 @@ def test_beside_the_kernel_suite_openblas_runs_each_f32_cell_once_and_each_path_
     for row in rows:
         threads = row["threads"]
         assert threads["threads"] == 8 and threads["peer"]["busiest_est_ms"] > 0 and threads["iree_est_ms"] > 0
+        # the ratio of the unrounded figures; the shown ones are rounded to the microsecond (0.016 ms: 3 %)
         assert threads["est_ratio"] == pytest.approx(threads["iree_est_ms"] / threads["peer"]["busiest_est_ms"],
-                                                     rel=1e-2)
+                                                     rel=0.05)
     assert "### At a board's threads" in (report / "performance.md").read_text()
 
 

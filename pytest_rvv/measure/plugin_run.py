@@ -15,6 +15,7 @@ import numpy as np
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.store import content_sha, digest
 from pytest_rvv.measure.agreement import compare
+from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.qemu_plugin import check_plugin_support
 from pytest_rvv.run.recorded import emulated_identity, inputs_digest
 from pytest_rvv.run.runner import Runner
@@ -48,7 +49,9 @@ def plugin_run(cell: Cell, runner: Runner, oracle: Oracle, workdir: Path, *, nam
         check_outputs(cell, runner, outcome.outputs, oracle, what)  # nothing is kept from a run whose result is wrong
         return {"wall_s": round(wall_s, 3)}
 
-    kept = cell.runs.runs.kept if cell.runs is not None else cell.store  # fresh with --rvv-no-cache
+    runs = cell.runs.runs if cell.runs is not None else None  # the session's (fresh with --rvv-no-cache)
+    kept = runs.kept if runs is not None and runs.kept.store is cell.store else \
+        KeptRuns(cell.store, fresh=runs is not None and runs.fresh)  # a cell handed another store keeps its runs there
     entry = kept.get_or_build(namespace, entry_key, emulate)
     return PluginRun(entry.file(output), float(entry.meta["wall_s"]))
 
