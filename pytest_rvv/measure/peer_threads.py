@@ -2,7 +2,7 @@
 board runs it: what each thread executes of one call, and the busiest thread's est. cycles on CORE.
 
 Under QEMU such a run is not deterministic: an idle worker spins, waiting for work, for as long as the host lets it
-(measured, OpenBLAS 256^3 at 8 threads: 157 M to 292 M instructions in all from run to run, of which 8.4 M are work).
+(measured, OpenBLAS 256^3 at 8 threads: 157 M to 500 M instructions in all from run to run, 4.4 M of them one call).
 The work is: a block that computes, packs or hands out the call executes the same number of times in every run. So
 every threaded run is made twice (two samples of the same content, each recorded: run/peer.py), and a block whose
 executions differ between the two is waiting, left out. Of what is left, per thread:
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
@@ -27,7 +26,7 @@ from pytest_rvv.base.store import content_sha, digest, source_digest
 from pytest_rvv.config.cores import CORES, cycles_ms
 from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.executed import measure_executed, measure_one_time
-from pytest_rvv.measure.peers import CORE, BlockKey, block_key, cycles_per_execution
+from pytest_rvv.measure.peers import CORE, BlockKey, PeerThreads, ThreadsBeside, block_key, cycles_per_execution
 from pytest_rvv.measure.silicon import find_mca, mca_version
 from pytest_rvv.measure.static import share
 from pytest_rvv.measure.threads import measure_threads, parse_threads
@@ -38,40 +37,6 @@ from pytest_rvv.session import Cell, Oracle
 
 SAMPLES = (1, 2)  # the two samples of each threaded run (sample 0 is the one-thread runs' own key)
 _SOURCE = source_digest(__file__, "peers.py", "silicon.py")
-
-
-@dataclass(frozen=True)
-class PeerThreads:
-    """One call of the peer on ``threads`` threads of its own."""
-
-    threads: int
-    per_thread: tuple[int, ...]  # executed instructions of one call: the main thread, then the workers, most first
-    waited: int  # instructions of waiting blocks left out, in the one-call run's first sample
-    busiest_cycles: float | None  # est. cycles on CORE of the busiest thread's share (None: llvm-mca missing)
-    covered_percent: float | None  # of the busiest thread's instructions, what the estimate covers
-    ghz: float
-
-    @property
-    def work(self) -> int:
-        """The call's work summed over the threads (the one-thread call's, plus what splitting it costs)."""
-        return sum(self.per_thread)
-
-    @property
-    def balance(self) -> float:
-        """The busiest thread's share over an even split's (1.0: even)."""
-        return max(self.per_thread) * len(self.per_thread) / self.work if self.work else 1.0
-
-    @property
-    def busiest_ms(self) -> float | None:
-        return None if self.busiest_cycles is None else cycles_ms(self.busiest_cycles, self.ghz)
-
-    def row(self) -> dict[str, object]:
-        """results.json's ``threads`` of a peer row."""
-        return {"threads": self.threads, "per_thread_instructions": list(self.per_thread),
-                "work_instructions": self.work, "waited_instructions": self.waited,
-                "balance": round(self.balance, 3), "core": CORE,
-                "busiest_est_ms": None if self.busiest_ms is None else round(self.busiest_ms, 3),
-                "busiest_est_covered_percent": self.covered_percent}
 
 
 def _per_thread(run: RecordedPeerRun, bases: dict[str, int]) -> dict[int, Counter[BlockKey]]:
@@ -164,27 +129,6 @@ def _estimated(one: tuple[RecordedPeerRun, ...], two: tuple[RecordedPeerRun, ...
     entry = runs.store.get_or_build("peer-estimates", key, build)
     return split, waited, float(entry.meta["cycles"]), float(entry.meta["covered_percent"])
 
-
-
-@dataclass(frozen=True)
-class ThreadsBeside:
-    """IREE's cell and its peer, each at ``threads`` threads: est. ms per call on CORE of the busiest threads (IREE:
-    each dispatch's slowest thread, measure/threads.py; the peer: its busiest thread, above)."""
-
-    threads: int
-    iree_ms: float | None
-    peer: PeerThreads
-
-    @property
-    def est_ratio(self) -> float | None:
-        """IREE's est. ms / the peer's, at ``threads`` threads."""
-        peer = self.peer.busiest_ms
-        return self.iree_ms / peer if self.iree_ms is not None and peer else None
-
-    def row(self) -> dict[str, object]:
-        """A peer row's ``threads`` (results.json)."""
-        return {"threads": self.threads, "iree_est_ms": None if self.iree_ms is None else round(self.iree_ms, 3),
-                "peer": self.peer.row(), "est_ratio": None if self.est_ratio is None else round(self.est_ratio, 4)}
 
 
 def iree_threads_ms(cell: Cell, workdir: Path, threads: int) -> float | None:

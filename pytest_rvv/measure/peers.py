@@ -24,7 +24,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elftools.elf.elffile import ELFFile
 
@@ -52,9 +52,6 @@ from pytest_rvv.run.ort_harness import ORACLE_LEVELS
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRuns, RecordedPeerRun
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.session import Cell, Oracle
-
-if TYPE_CHECKING:
-    from pytest_rvv.measure.peer_threads import ThreadsBeside
 
 CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
 TOP = 3  # IREE dispatches named as what makes the difference
@@ -117,6 +114,61 @@ class IreeWork:
     def pack_share(self) -> float:
         """The share (%) of a call's work in dispatches named pack or unpack (data layout, not arithmetic)."""
         return share(sum(n for k, n in self.dispatches.items() if "pack" in k), self.per_call)
+
+
+@dataclass(frozen=True)
+class PeerThreads:
+    """One call of the peer on ``threads`` threads of its own."""
+
+    threads: int
+    per_thread: tuple[int, ...]  # executed instructions of one call: the main thread, then the workers, most first
+    waited: int  # instructions of waiting blocks left out, in the one-call run's first sample
+    busiest_cycles: float | None  # est. cycles on CORE of the busiest thread's share (None: llvm-mca missing)
+    covered_percent: float | None  # of the busiest thread's instructions, what the estimate covers
+    ghz: float
+
+    @property
+    def work(self) -> int:
+        """The call's work summed over the threads (the one-thread call's, plus what splitting it costs)."""
+        return sum(self.per_thread)
+
+    @property
+    def balance(self) -> float:
+        """The busiest thread's share over an even split's (1.0: even)."""
+        return max(self.per_thread) * len(self.per_thread) / self.work if self.work else 1.0
+
+    @property
+    def busiest_ms(self) -> float | None:
+        return None if self.busiest_cycles is None else cycles_ms(self.busiest_cycles, self.ghz)
+
+    def row(self) -> dict[str, object]:
+        """results.json's ``threads`` of a peer row."""
+        return {"threads": self.threads, "per_thread_instructions": list(self.per_thread),
+                "work_instructions": self.work, "waited_instructions": self.waited,
+                "balance": round(self.balance, 3), "core": CORE,
+                "busiest_est_ms": None if self.busiest_ms is None else round(self.busiest_ms, 3),
+                "busiest_est_covered_percent": self.covered_percent}
+
+
+@dataclass(frozen=True)
+class ThreadsBeside:
+    """IREE's cell and its peer, each at ``threads`` threads: est. ms per call on CORE of the busiest threads (IREE:
+    each dispatch's slowest thread, measure/threads.py; the peer: its busiest thread, above)."""
+
+    threads: int
+    iree_ms: float | None
+    peer: PeerThreads
+
+    @property
+    def est_ratio(self) -> float | None:
+        """IREE's est. ms / the peer's, at ``threads`` threads."""
+        peer = self.peer.busiest_ms
+        return self.iree_ms / peer if self.iree_ms is not None and peer else None
+
+    def row(self) -> dict[str, object]:
+        """A peer row's ``threads`` (results.json)."""
+        return {"threads": self.threads, "iree_est_ms": None if self.iree_ms is None else round(self.iree_ms, 3),
+                "peer": self.peer.row(), "est_ratio": None if self.est_ratio is None else round(self.est_ratio, 4)}
 
 
 @dataclass(frozen=True)
