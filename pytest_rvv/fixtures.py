@@ -513,7 +513,8 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
             cell = request.getfixturevalue("rvv_cell")()  # IREE's side: its runner now
             iree = measure_iree(cell, tmp_path)
             # at a board's threads too, where the peer's harness runs threads of its own (the matmul libraries)
-            threads = threads_beside(cell, rvv_model, oracle, peer, runs, tmp_path, max(DEFAULT_WALL_THREADS))
+            threads = threads_beside(cell, rvv_model, oracle, peer, runs, tmp_path, max(DEFAULT_WALL_THREADS),
+                                     set(iree.dispatches))
         except ToolMissing as exc:
             pytest.skip(str(exc))
         comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work, plugin.name,

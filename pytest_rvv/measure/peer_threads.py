@@ -25,7 +25,6 @@ from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
 from pytest_rvv.base.store import content_sha, digest, source_digest
 from pytest_rvv.config.cores import CORES, cycles_ms
 from pytest_rvv.measure.agreement import compare
-from pytest_rvv.measure.executed import measure_executed, measure_one_time
 from pytest_rvv.measure.peers import CORE, BlockKey, PeerThreads, ThreadsBeside, block_key, cycles_per_execution
 from pytest_rvv.measure.silicon import find_mca, mca_version
 from pytest_rvv.measure.static import share
@@ -50,6 +49,11 @@ def _per_thread(run: RecordedPeerRun, bases: dict[str, int]) -> dict[int, Counte
             for vcpu, n in execs.items():
                 found.setdefault(vcpu, Counter())[key] += n
     return found
+
+
+def _instructions(blocks: Counter[BlockKey]) -> int:
+    """The instructions ``blocks`` executed (each block's size times its executions)."""
+    return sum(k[2] * n for k, n in blocks.items())
 
 
 def _totals(threads: dict[int, Counter[BlockKey]]) -> Counter[BlockKey]:
@@ -78,8 +82,8 @@ def split_work(one: tuple[RecordedPeerRun, RecordedPeerRun],
     workers = [Counter({k: n for k, n in blocks.items() if k in steady and n}) for vcpu, blocks in ones[0].items()
                if vcpu != 0]
     workers = [w for w in workers if w]
-    workers.sort(key=lambda w: -sum(k[2] * n for k, n in w.items()))
-    waited = sum(k[2] * n for k, n in _totals(ones[0]).items() if k not in steady)
+    workers.sort(key=lambda w: -_instructions(w))
+    waited = _instructions(Counter({k: n for k, n in _totals(ones[0]).items() if k not in steady}))
     return [main, *workers], waited
 
 
@@ -100,7 +104,7 @@ def measure_peer_threads(model: Model, oracle: Oracle, runner: EmulatedPeerRunne
                            f"disagrees with onnxruntime\n{agreement.report()}")
     with runs.stages.time("estimate"):
         split, waited, cycles, covered = _estimated(one, two, threaded, runs)
-    per_thread = [sum(k[2] * n for k, n in blocks.items()) for blocks in split]
+    per_thread = [_instructions(blocks) for blocks in split]
     return PeerThreads(threads, tuple(per_thread), waited, cycles, covered, CORES[CORE].ghz)
 
 
@@ -110,7 +114,7 @@ def _estimated(one: tuple[RecordedPeerRun, ...], two: tuple[RecordedPeerRun, ...
     content (a rerun reads them back)."""
     assert len(one) == 2 and len(two) == 2
     split, waited = split_work((one[0], one[1]), (two[0], two[1]))
-    busiest = max(split, key=lambda blocks: sum(k[2] * n for k, n in blocks.items()))
+    busiest = max(split, key=lambda blocks: _instructions(blocks))
     try:
         mca = find_mca()
     except ToolMissing:  # the split stands without an estimate
@@ -122,7 +126,7 @@ def _estimated(one: tuple[RecordedPeerRun, ...], two: tuple[RecordedPeerRun, ...
 
     def build(tmp: Path) -> dict[str, object]:
         per = cycles_per_execution([k for k, n in busiest.items() if n], runner, core, runs.store)
-        work = sum(k[2] * n for k, n in busiest.items())
+        work = _instructions(busiest)
         return {"cycles": sum(busiest[k] * c for k, c in per.items()),
                 "covered_percent": share(sum(k[2] * busiest[k] for k in per), work)}
 
@@ -130,17 +134,14 @@ def _estimated(one: tuple[RecordedPeerRun, ...], two: tuple[RecordedPeerRun, ...
     return split, waited, float(entry.meta["cycles"]), float(entry.meta["covered_percent"])
 
 
-
-def iree_threads_ms(cell: Cell, workdir: Path, threads: int) -> float | None:
-    """IREE's est. ms per call on CORE with ``threads`` workers: the slowest thread of each dispatch a call runs (the
-    module load's own dispatches left out), from the cell's run at that many threads (kept by content; the kernel
-    suite's wall-time rows make the same run). None where CORE is not one of the target's cores or llvm-mca is
-    missing."""
+def iree_threads_ms(cell: Cell, workdir: Path, threads: int, called: set[str]) -> float | None:
+    """IREE's est. ms per call on CORE with ``threads`` workers: the slowest thread of each dispatch in ``called``
+    (the dispatches a call runs, measure_iree's; the module load's own left out), from the cell's run at that many
+    threads (kept by content; the kernel suite's wall-time rows make the same run). None where CORE is not one of the
+    target's cores or llvm-mca is missing."""
     core = next((c for c in cell.target.cores() if c.name == CORE), None)
     if core is None or not core.ghz:
         return None
-    run, load = measure_executed(cell, workdir / "counted"), measure_one_time(cell, workdir / "loaded")
-    called = {name for name, (work, _) in run.per_call(load).items() if work > 0}
     try:
         profile = measure_threads(cell, workdir / f"threads-{threads}", threads, cores=(core,))
     except (ToolMissing, ConfigError):  # llvm-mca missing; a part with fewer harts than ``threads``
@@ -150,10 +151,10 @@ def iree_threads_ms(cell: Cell, workdir: Path, threads: int) -> float | None:
 
 
 def threads_beside(cell: Cell, model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns,
-                   workdir: Path, threads: int) -> ThreadsBeside | None:
+                   workdir: Path, threads: int, called: set[str]) -> ThreadsBeside | None:
     """The peer and IREE's cell at ``threads`` threads (None when the peer's harness runs one thread only: ONNX
     Runtime's and ncnn's here; nothing of IREE's is run then)."""
     peer = measure_peer_threads(model, oracle, runner, runs, threads)
     if peer is None:
         return None
-    return ThreadsBeside(threads, iree_threads_ms(cell, workdir, threads), peer)
+    return ThreadsBeside(threads, iree_threads_ms(cell, workdir, threads, called), peer)
