@@ -188,6 +188,20 @@ def test_a_whole_register_copy_is_read_at_lmul_1_and_the_block_keeps_its_own_lmu
     cheap, _, _ = silicon.block_cycles([unrestored], plain, Store(tmp_path / "unrestored"))
     assert cheap[unrestored] < 8  # without the block's LMUL given back, the adds would be read at m1
 
+
+@pytest.mark.parametrize(("sew", "lmul", "read_as", "cycles"), [
+    ("32", "m1", "vmv.v.x@mf2", 1), ("8", "mf8", "vmv.v.x@mf2", 1), ("32", "m4", "vmv.v.x@m1", 2),
+    ("32", "m8", None, 4),  # rvv-bench 4.00 at m8: LLVM's own 4
+    ("64", "m1", None, 4),  # SEW 64 has no LMUL 1/2 to read the splat at: LLVM's 4 stays (rvv-bench 1.00)
+])
+def test_a_scalar_to_vector_move_is_read_as_the_splat_where_the_x60_times_them_alike(mca, tmp_path, sew, lmul,
+                                                                                      read_as, cycles):
+    """vmv.s.x is 1.00 cycle up to m2, 2.00 at m4 and 4.00 at m8 on the X60 (rvv-bench), 4 at every vtype in LLVM 22."""
+    move = silicon.BlockCode(("vmv.s.x v8,a1",) * 8, sew, lmul)
+    assert X60.stand_in("vmv.s.x", sew, lmul) == read_as
+    found, _, _ = silicon.block_cycles([move], X60, Store(tmp_path / "x60"))
+    assert found[move] == 8 * cycles
+
 def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     for workers, jobs in (("1", 64), ("16", 4), ("64", 2), ("", 64)):

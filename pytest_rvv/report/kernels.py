@@ -140,15 +140,15 @@ _SCALAR_PACKS = ("with 3.13's code (PR 24933's vfmacc.vf inner_tiled) the =all s
 WALL_MISSES: dict[str, str] = {  # by Published.id
     "f32-64x64x64-inner-tiled-over-ukernels-all":
         f"{_SCALAR_PACKS} (385k / 111k) and no L2 miss occurs at 64^3: compute-bound on both sides, the model cannot "
-        "make inner-tiled slower (est. 0.32x, board 1.02-1.07); see docs/kernels.md",
+        "make inner-tiled slower (est. 0.29x, board 1.02-1.07); see docs/kernels.md",
     "f32-256x256x256-inner-tiled-over-ukernels-all":
         f"{_SCALAR_PACKS}; at 256^3 both sides stay compute-bound (2.1 / 2.7 MB from DRAM per call): est. 0.68x, "
         "board 1.78-1.85; see docs/kernels.md",
     "f32-81x41x19-inner-tiled-over-ukernels-all":
-        f"{_SCALAR_PACKS} and no L2 miss occurs at 81x41x19: compute-bound on both sides (est. 0.33x, board "
+        f"{_SCALAR_PACKS} and no L2 miss occurs at 81x41x19: compute-bound on both sides (est. 0.25x, board "
         "0.82-0.90); see docs/kernels.md",
     "f32-81x41x19-inner-tiled-over-ukernels-all-iree3.12.0":
-        "est. 0.30x (0.017 / 0.057 ms), board 0.82-0.90: both sides compute-bound with no DRAM traffic, and the model "
+        "est. 0.29x (0.016 / 0.056 ms), board 0.82-0.90: both sides compute-bound with no DRAM traffic, and the model "
         "has no per-call cost measured on silicon; one common to both sides on the board (waking 8 workers, the "
         "dispatch) would pull a ratio of calls this short toward 1; see docs/kernels.md",
     "f32-540x516x332-inner-tiled-over-ukernels-all-iree3.12.0":
