@@ -514,7 +514,7 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
             iree = measure_iree(cell, tmp_path)
             # at a board's threads too, where the peer's harness runs threads of its own (the matmul libraries)
             threads = threads_beside(cell, rvv_model, oracle, peer, runs, tmp_path, max(DEFAULT_WALL_THREADS),
-                                     set(iree.dispatches))
+                                     set(iree.dispatches), work.estimate.cycles if work.estimate else None)
         except ToolMissing as exc:
             pytest.skip(str(exc))
         comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work, plugin.name,

@@ -17,17 +17,20 @@ import numpy as np
 import onnx
 import pytest
 
-from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.record import leave
 from pytest_rvv.base.store import Store
 from pytest_rvv.config import settings
+from pytest_rvv.config.cores import cache_hierarchy
 from pytest_rvv.config.kernels import ROWS
 from pytest_rvv.config.settings import ConfigError, default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.counts import parse
-from pytest_rvv.measure.peer_threads import measure_peer_threads
-from pytest_rvv.measure.peers import by_library, estimate_peer
+from pytest_rvv.measure.peer_threads import measure_peer_threads, peer_traffic
+from pytest_rvv.measure.peers import CORE, by_library, estimate_peer
+from pytest_rvv.measure.traffic import parse_trace
+from pytest_rvv.measure.walltime import BOUNDS
 from pytest_rvv.model.kernels import SHAPES, kernel_model
 from pytest_rvv.report.peers import PeersCollector, gap_table, gaps, peers_summary
 from pytest_rvv.report.results import schema
@@ -36,7 +39,7 @@ from pytest_rvv.run.ggml_peer import ggml_runner
 from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.matmul_peer import MatmulRunner, matmul_operands
 from pytest_rvv.run.ort_harness import PeerRejected
-from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PeerRuns
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, TRACED_ZERO, PeerRuns
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu_plugin import plugin_option
 from pytest_rvv.session import Oracle
@@ -170,6 +173,36 @@ def test_at_8_threads_a_call_splits_over_openblas_s_threads_and_their_waiting_is
     assert split[0].busiest_cycles == pytest.approx(split[1].busiest_cycles, rel=1e-2)
 
 
+def test_a_peer_call_s_memory_traffic_is_its_one_call_run_less_a_run_that_makes_no_call(tmp_path: Path):
+    """Both traced runs load OpenBLAS, read A and B and write C through the X60's modelled caches; one also calls
+    cblas_sgemm. What a call moves is the difference: at least A and B read once (512 KiB), and far more than the
+    run that makes no call moved, whose own traffic (the load, the harness's files) cancels; a call whose result
+    disagrees is refused. Both runs are kept by content: asked again, nothing is emulated."""
+    runner = runner_for("rv64gcv-zvl256b")
+    rng = np.random.default_rng(4)
+    a, b = (rng.uniform(-1, 1, (256, 256)).astype(np.float32) for _ in range(2))
+    model_file = tmp_path / "mm.onnx"
+    model_file.write_bytes(b"mm-f32-256x256x256 (a key for the store: the harness reads A and B)")
+    oracle = Oracle(model_file, [a, b], [a @ b])
+    model = kernel_model("f32", SHAPES["256x256x256"])
+    runs = PeerRuns(Store(default_cache_dir()), None)
+    call, line = peer_traffic(model, oracle, runner, runs)
+    zero = runs.run(TRACED_ZERO, runner, model_file, [a, b], 1, "all", caches=cache_hierarchy(CORE).geometry)
+    assert zero.counts is not None and zero.outputs[0].max() == 0  # no call: C stays as allocated
+    loaded = parse_trace(zero.counts.read_text(), zero.counts).total()
+    assert line == 64 and call.bytes_loaded >= 2 * 256 * 256 * 4 and call.bytes_stored >= 256 * 256 * 4
+    # the call moves A and B many times over (blocked): 13.8 MB loaded, twice what loading the library, reading the
+    # files and the harness do in all (6.7 MB), which cancel
+    assert call.bytes_loaded > 1.5 * loaded.bytes_loaded
+    assert call.dram_bytes(line) >= 2 * 256 * 256 * 4 - 512 * 1024  # what the 512 KiB L2 cannot hold comes again
+    emulated = runs.stages.totals.get("emulate", [0, 0, 0, 0])[2]
+    assert peer_traffic(model, oracle, runner, runs) == (call, line)  # looked up, not emulated again
+    assert runs.stages.totals.get("emulate", [0, 0, 0, 0])[2] == emulated
+    wrong = Oracle(model_file, [a, b], [a @ b + 1])
+    with pytest.raises(RvvError, match="disagrees with onnxruntime in the traced run"):
+        peer_traffic(model, wrong, runner, runs)
+
+
 def test_a_peer_whose_harness_runs_one_thread_is_not_measured_at_threads():
     runner = runner_for("rv64gcv-zvl256b")
     assert runner.with_threads(8).capabilities.threads == 8 and runner.capabilities.threads == 1
@@ -267,6 +300,13 @@ def test_beside_the_kernel_suite_openblas_runs_each_f32_cell_once_and_each_path_
         # the ratio of the unrounded figures; the shown ones are rounded to the microsecond (0.016 ms: 3 %)
         assert threads["est_ratio"] == pytest.approx(threads["iree_est_ms"] / threads["peer"]["busiest_est_ms"],
                                                      rel=0.05)
+        # and both sides' est. wall time, at one thread and at 8, with the memory system (measure/walltime.py)
+        assert [w["threads"] for w in threads["wall"]] == [1, 8] and threads["peer_dram_bytes"] > 0
+        for wall in threads["wall"]:
+            assert wall["peer_ms"] > 0 and wall["iree_ms"] > 0 and wall["peer_bound_by"] in BOUNDS
+            assert wall["ratio"] == pytest.approx(wall["iree_ms"] / wall["peer_ms"], rel=0.05)
+        one, eight = threads["wall"]
+        assert eight["peer_ms"] <= one["peer_ms"] and eight["iree_ms"] <= one["iree_ms"]
     assert "### At a board's threads" in (report / "performance.md").read_text()
 
 

@@ -19,18 +19,29 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
 from pytest_rvv.base.store import content_sha, digest, source_digest
-from pytest_rvv.config.cores import CORES, cycles_ms
+from pytest_rvv.config.cores import CORES, cache_hierarchy, cycles_ms, memory_timings
 from pytest_rvv.measure.agreement import compare
-from pytest_rvv.measure.peers import CORE, BlockKey, PeerThreads, ThreadsBeside, block_key, cycles_per_execution
+from pytest_rvv.measure.peers import (
+    CORE,
+    BlockKey,
+    PeerThreads,
+    ThreadsBeside,
+    WallBeside,
+    block_key,
+    cycles_per_execution,
+)
 from pytest_rvv.measure.silicon import find_mca, mca_version
 from pytest_rvv.measure.static import share
 from pytest_rvv.measure.threads import measure_threads, parse_threads
+from pytest_rvv.measure.traffic import Totals, parse_trace
+from pytest_rvv.measure.walltime import DispatchWall, dispatch_wall, estimate_cell
 from pytest_rvv.model.model import Model
-from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PeerRuns, RecordedPeerRun
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, TRACED_ONE, TRACED_ZERO, PeerRuns, RecordedPeerRun
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.session import Cell, Oracle
 
@@ -103,35 +114,69 @@ def measure_peer_threads(model: Model, oracle: Oracle, runner: EmulatedPeerRunne
             raise RvvError(f"{model.name} on {runner.target.name}: {runner.describe()} with {threads} threads "
                            f"disagrees with onnxruntime\n{agreement.report()}")
     with runs.stages.time("estimate"):
-        split, waited, cycles, covered = _estimated(one, two, threaded, runs)
+        split, waited, cycles, covered, each = _estimated(one, two, threaded, runs)
     per_thread = [_instructions(blocks) for blocks in split]
-    return PeerThreads(threads, tuple(per_thread), waited, cycles, covered, CORES[CORE].ghz)
+    return PeerThreads(threads, tuple(per_thread), waited, cycles, covered, CORES[CORE].ghz, each)
 
 
 def _estimated(one: tuple[RecordedPeerRun, ...], two: tuple[RecordedPeerRun, ...], runner: EmulatedPeerRunner,
-               runs: PeerRuns) -> tuple[list[Counter[BlockKey]], int, float | None, float | None]:
-    """The split (``split_work``) and the busiest thread's est. cycles and coverage, kept in the store by the runs'
-    content (a rerun reads them back)."""
+               runs: PeerRuns) -> tuple[list[Counter[BlockKey]], int, float | None, float | None, tuple[float, ...]]:
+    """The split (``split_work``), the busiest thread's est. cycles and coverage, and every thread's est. cycles
+    (the split's order), kept in the store by the runs' content (a rerun reads them back)."""
     assert len(one) == 2 and len(two) == 2
     split, waited = split_work((one[0], one[1]), (two[0], two[1]))
     busiest = max(split, key=lambda blocks: _instructions(blocks))
     try:
         mca = find_mca()
     except ToolMissing:  # the split stands without an estimate
-        return split, waited, None, None
+        return split, waited, None, None, ()
     core = CORES[CORE]
-    key = digest(["peer-threads-v1", *(content_sha(r.counts) for r in (*one, *two) if r.counts),
+    key = digest(["peer-threads-v2", *(content_sha(r.counts) for r in (*one, *two) if r.counts),
                   *(json.dumps(r.code) for r in (*one, *two)), *runner.identity(), repr(core), mca_version(mca),
                   _SOURCE])
 
     def build(tmp: Path) -> dict[str, object]:
-        per = cycles_per_execution([k for k, n in busiest.items() if n], runner, core, runs.store)
+        per = cycles_per_execution(sorted({k for blocks in split for k, n in blocks.items() if n}), runner, core,
+                                   runs.store)
         work = _instructions(busiest)
-        return {"cycles": sum(busiest[k] * c for k, c in per.items()),
-                "covered_percent": share(sum(k[2] * busiest[k] for k in per), work)}
+        return {"cycles": sum(busiest[k] * per.get(k, 0.0) for k in busiest),
+                "covered_percent": share(sum(k[2] * busiest[k] for k in busiest if k in per), work),
+                "thread_cycles": [sum(blocks[k] * per.get(k, 0.0) for k in blocks) for blocks in split]}
 
     entry = runs.store.get_or_build("peer-estimates", key, build)
-    return split, waited, float(entry.meta["cycles"]), float(entry.meta["covered_percent"])
+    meta = entry.meta
+    return (split, waited, float(meta["cycles"]), float(meta["covered_percent"]),
+            tuple(float(c) for c in meta["thread_cycles"]))
+
+
+def peer_traffic(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns) -> tuple[Totals, int]:
+    """The peer's memory traffic of one call on one thread through CORE's modelled caches: a run that loads the
+    library and makes no call, and one that makes one (each kept by content), and the second's traffic less the
+    first's over every instruction of the process (the load, the harness and its files cancel), as IREE's
+    one-thread traced run is its call after the module's load. Also the line size. The one-call run's outputs
+    must agree with onnxruntime's (one line naming the model if not)."""
+    caches = cache_hierarchy(CORE)
+    args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), "all", model.name)
+    zero, one = (runs.run(kind, *args, caches=caches.geometry) for kind in (TRACED_ZERO, TRACED_ONE))
+    agreement = compare(one.outputs, oracle.outputs, model.tolerance, oracle.steps)
+    if not agreement.ok:
+        raise RvvError(f"{model.name} on {runner.target.name}: {runner.describe()} disagrees with onnxruntime in "
+                       f"the traced run\n{agreement.report()}")
+    totals = []
+    for run in (zero, one):
+        assert run.counts is not None
+        trace = parse_trace(run.counts.read_text(), run.counts)
+        totals.append(trace.total())
+    return totals[1].less(totals[0]), caches.l1d.line
+
+
+def peer_wall(thread_cycles: tuple[float, ...] | list[float], traffic: Totals, line: int) -> DispatchWall:
+    """The peer's call as one region of work on CORE (measure/walltime.py's equations, no workgroups: each thread's
+    share of the traffic is its share of the cycles; no runtime cost per workgroup or dispatch is known for it)."""
+    core = CORES[CORE]
+    assert core.ghz is not None
+    return dispatch_wall({t: (c, 0) for t, c in enumerate(thread_cycles)}, traffic, line, memory_timings(CORE),
+                         core.ghz, 0.0, 0.0)
 
 
 def iree_threads_ms(cell: Cell, workdir: Path, threads: int, called: set[str]) -> float | None:
@@ -150,11 +195,42 @@ def iree_threads_ms(cell: Cell, workdir: Path, threads: int, called: set[str]) -
                      core.ghz)
 
 
+def iree_wall(cell: Cell, workdir: Path, threads: int, called: set[str]) -> tuple[float, str] | None:
+    """IREE's est. wall ms per call on CORE at ``threads`` workers and what bounds it: measure/walltime.py over the
+    dispatches in ``called`` (the module load's own left out), from the runs the kernel suite's wall-time rows make
+    (kept by content). None where CORE is not one of the target's cores, or llvm-mca or the traffic is missing."""
+    core = next((c for c in cell.target.cores() if c.name == CORE), None)
+    if core is None or not core.ghz:
+        return None
+    try:
+        estimate = estimate_cell(cell, workdir / f"wall-{threads}", core, threads)
+    except (ToolMissing, ConfigError, RvvError):
+        return None
+    call = replace(estimate, dispatches={k: d for k, d in estimate.dispatches.items() if k in called})
+    return 1e3 * call.seconds, call.bound_by
+
+
 def threads_beside(cell: Cell, model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns,
-                   workdir: Path, threads: int, called: set[str]) -> ThreadsBeside | None:
+                   workdir: Path, threads: int, called: set[str], one_thread_cycles: float | None = None
+                   ) -> ThreadsBeside | None:
     """The peer and IREE's cell at ``threads`` threads (None when the peer's harness runs one thread only: ONNX
-    Runtime's and ncnn's here; nothing of IREE's is run then)."""
+    Runtime's and ncnn's here; nothing of IREE's is run then): the busiest threads' in-core est. ms, and both sides'
+    est. wall time at one thread (the peer's from ``one_thread_cycles``, its one-thread call's est. cycles) and at
+    ``threads``, with the peer's traffic traced through CORE's caches."""
     peer = measure_peer_threads(model, oracle, runner, runs, threads)
     if peer is None:
         return None
-    return ThreadsBeside(threads, iree_threads_ms(cell, workdir, threads, called), peer)
+    in_core = iree_threads_ms(cell, workdir, threads, called)
+    if not peer.thread_cycles:  # llvm-mca missing: no cycles to add stalls to
+        return ThreadsBeside(threads, in_core, peer)
+    with runs.stages.time("traffic"):
+        traffic, line = peer_traffic(model, oracle, runner, runs)
+    walls = []
+    for n, cycles in ((1, [one_thread_cycles] if one_thread_cycles else None), (threads, peer.thread_cycles)):
+        if cycles is None:
+            continue
+        mine = peer_wall(cycles, traffic, line)
+        iree = iree_wall(cell, workdir, n, called)
+        walls.append(WallBeside(n, iree[0] if iree else None, iree[1] if iree else None, 1e3 * mine.seconds,
+                                mine.bound_by))
+    return ThreadsBeside(threads, in_core, peer, tuple(walls), traffic.dram_bytes(line))

@@ -126,6 +126,7 @@ class PeerThreads:
     busiest_cycles: float | None  # est. cycles on CORE of the busiest thread's share (None: llvm-mca missing)
     covered_percent: float | None  # of the busiest thread's instructions, what the estimate covers
     ghz: float
+    thread_cycles: tuple[float, ...] = ()  # est. cycles on CORE of each thread's share, per_thread's order
 
     @property
     def work(self) -> int:
@@ -151,13 +152,38 @@ class PeerThreads:
 
 
 @dataclass(frozen=True)
+class WallBeside:
+    """IREE's and the peer's est. wall time of one call on CORE at ``threads`` threads, each with what bounds it
+    (measure/walltime.py's model: in-core cycles per thread, stalls on L2 hits and DRAM misses, bandwidth floors)."""
+
+    threads: int
+    iree_ms: float | None
+    iree_bound: str | None
+    peer_ms: float
+    peer_bound: str
+
+    @property
+    def ratio(self) -> float | None:
+        """IREE's est. wall ms / the peer's."""
+        return self.iree_ms / self.peer_ms if self.iree_ms is not None and self.peer_ms else None
+
+    def row(self) -> dict[str, object]:
+        return {"threads": self.threads, "iree_ms": None if self.iree_ms is None else round(self.iree_ms, 3),
+                "iree_bound_by": self.iree_bound, "peer_ms": round(self.peer_ms, 3), "peer_bound_by": self.peer_bound,
+                "ratio": None if self.ratio is None else round(self.ratio, 4)}
+
+
+@dataclass(frozen=True)
 class ThreadsBeside:
     """IREE's cell and its peer, each at ``threads`` threads: est. ms per call on CORE of the busiest threads (IREE:
-    each dispatch's slowest thread, measure/threads.py; the peer: its busiest thread, above)."""
+    each dispatch's slowest thread, measure/threads.py; the peer: its busiest thread, above); and, where the peer's
+    memory traffic was traced, both sides' est. wall time at one thread and at ``threads`` (``walls``)."""
 
     threads: int
     iree_ms: float | None
     peer: PeerThreads
+    walls: tuple[WallBeside, ...] = ()
+    peer_dram_bytes: int | None = None  # the peer's DRAM bytes per call, one thread, on CORE's modelled caches
 
     @property
     def est_ratio(self) -> float | None:
@@ -167,8 +193,13 @@ class ThreadsBeside:
 
     def row(self) -> dict[str, object]:
         """A peer row's ``threads`` (results.json)."""
-        return {"threads": self.threads, "iree_est_ms": None if self.iree_ms is None else round(self.iree_ms, 3),
-                "peer": self.peer.row(), "est_ratio": None if self.est_ratio is None else round(self.est_ratio, 4)}
+        row: dict[str, object] = {
+            "threads": self.threads, "iree_est_ms": None if self.iree_ms is None else round(self.iree_ms, 3),
+            "peer": self.peer.row(), "est_ratio": None if self.est_ratio is None else round(self.est_ratio, 4)}
+        if self.walls:
+            row["wall"] = [w.row() for w in self.walls]
+            row["peer_dram_bytes"] = self.peer_dram_bytes
+        return row
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,15 @@ class Totals:
         self.l2_writebacks += other.l2_writebacks
         return self
 
+    def less(self, other: Totals) -> Totals:
+        """What these instructions did beyond ``other`` (a run beside one that did less of the same: a call is the
+        one-call run's traffic less the run that only loads)."""
+        return Totals(self.accesses - other.accesses,
+                      {k: n - other.loaded.get(k, 0) for k, n in self.loaded.items()},
+                      {k: n - other.stored.get(k, 0) for k, n in self.stored.items()},
+                      self.l1_misses - other.l1_misses, self.l2_misses - other.l2_misses,
+                      self.l1_writebacks - other.l1_writebacks, self.l2_writebacks - other.l2_writebacks)
+
     @property
     def bytes_loaded(self) -> int:
         return sum(self.loaded.values())

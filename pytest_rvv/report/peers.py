@@ -32,11 +32,17 @@ HEADER = ["Model", "Target", "Peer", "IREE per call (M)", "Peer per call (M)", "
 GAP_TITLE = "rvv peers: the gap, per model: IREE's best path beside the fastest peer (est. X60 ms per call)"
 THREADS_TITLE = "rvv peers at a board's threads: the busiest thread, est. X60 ms per call"
 THREADS_HEADER = ["Model", "Target", "Peer", "Threads", "IREE est. X60 ms", "Peer est. X60 ms", "IREE / peer est.",
+                  "Est. wall ms, 1 thread: IREE / peer (bound by)", "Est. wall ms, N threads: IREE / peer (bound by)",
+                  "IREE / peer wall, N", "Peer DRAM per call (KiB)",
                   "Peer's work per thread (k: main, then workers)", "Peer balance", "Peer waiting left out (M)"]
 THREADS_NOTE = ("at N threads: IREE, each dispatch's slowest thread (its workgroups' llvm-mca cycles and the runtime's "
                 "measured work per workgroup, measure/threads.py); the peer, its busiest thread's share of one call "
                 "(blocks whose executions differ between two runs of the same content are waiting, left out: "
-                "measure/peer_threads.py); both in-core, the memory system and the waits between threads left out; "
+                "measure/peer_threads.py); both in-core. Est. wall: measure/walltime.py's model on both sides, the "
+                "in-core cycles of each thread plus stalls on L2 hits and DRAM misses and the bandwidth floors, the "
+                "traffic of one call traced on one thread through the X60's modelled caches (the peer's: a run that "
+                "makes one call less one that makes none); the peer's call is one region, each thread's share of the "
+                "traffic its share of the cycles; the waits between threads left out; "
                 "balance: the busiest thread over an even split")
 GAP_HEADER = ["Model", "IREE's best path", "IREE est. X60 ms", "IREE per call (M)", "Fastest peer",
               "Peer est. X60 ms", "Peer per call (M)", "IREE / fastest peer"]
@@ -210,10 +216,22 @@ def threads_table(rows: list[dict[str, Any]]) -> list[str]:
         t = r["threads"]
         peer = t["peer"]
         split = " / ".join(f"{n / 1e3:.0f}" for n in peer["per_thread_instructions"])
+        walls = {w["threads"]: w for w in t.get("wall", [])}
+        at_n = walls.get(t["threads"])
+        dram = t.get("peer_dram_bytes")
         lines.append(f"| {r['model']} | {r['target']} | {peer_name(r)} | {t['threads']} | {_ms(t['iree_est_ms'])} | "
-                     f"{_ms(peer['busiest_est_ms'])} | {_x(t['est_ratio'])} | {split} | {peer['balance']:.2f} | "
-                     f"{_m(peer['waited_instructions'])} |")
+                     f"{_ms(peer['busiest_est_ms'])} | {_x(t['est_ratio'])} | {_wall(walls.get(1))} | {_wall(at_n)} | "
+                     f"{_x(at_n['ratio']) if at_n else '-'} | {'-' if dram is None else f'{dram / 1024:.0f}'} | "
+                     f"{split} | {peer['balance']:.2f} | {_m(peer['waited_instructions'])} |")
     return lines
+
+
+def _wall(wall: dict[str, Any] | None) -> str:
+    """``IREE / peer (bound / bound)`` ms of one est. wall time beside, or ``-``."""
+    if wall is None:
+        return "-"
+    return (f"{_ms(wall['iree_ms'])} / {_ms(wall['peer_ms'])} "
+            f"({wall['iree_bound_by'] or '-'} / {wall['peer_bound_by']})")
 
 
 def _speed(side: dict[str, Any]) -> tuple[float, float]:

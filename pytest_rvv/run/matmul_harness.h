@@ -70,6 +70,15 @@ static int positive(const char *text, const char *what)
     return (int)value;
 }
 
+static int count(const char *text, const char *what)
+{
+    char *end;
+    long value = strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || value < 0 || value > 1 << 30)
+        fail(2, what, "'%s' is not a count (0 or more)", text);
+    return (int)value;
+}
+
 struct matmul_args {
     int m, k, n, threads, repeat, timings;
     const char *a, *b, *c, *maps, *library;
@@ -92,7 +101,7 @@ static struct matmul_args parse_args(int argc, char **argv)
         if ((value = flag_value(argv[i], "--threads=")) != NULL)
             args.threads = positive(value, "--threads");
         else if ((value = flag_value(argv[i], "--repeat=")) != NULL)
-            args.repeat = positive(value, "--repeat");
+            args.repeat = count(value, "--repeat");  /* 0: load the library and stop (a traced run's baseline) */
         else if ((value = flag_value(argv[i], "--maps=@")) != NULL)
             args.maps = value;
         else if (strcmp(argv[i], "--no-timings") == 0)

@@ -8,7 +8,9 @@ its CPU, the helper (the RSS probe or the counting plugin) and the kind of run:
 
 - ``plain``: one call with the RSS probe around the emulator (outputs, peak RSS);
 - ``counted-1`` / ``counted-2``: one and two calls in one session with the counting plugin and the guest's maps
-  (what executed, and in which library): their difference is one call's work, session creation excluded.
+  (what executed, and in which library): their difference is one call's work, session creation excluded;
+- ``traced-0`` / ``traced-1``: no call and one call (the matmul harnesses' ``--repeat=0``) with the memory-trace
+  plugin through a core's modelled caches: their difference is one call's traffic (measure/peer_threads.py).
 """
 
 from __future__ import annotations
@@ -41,14 +43,22 @@ from pytest_rvv.run.ort_harness import PeerRun, build_harness, run_harness
 from pytest_rvv.run.ort_harness import prepare as prepare_ort
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import find_qemu
-from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
+from pytest_rvv.run.qemu_plugin import (
+    build_memtrace_plugin,
+    build_plugin,
+    check_plugin_support,
+    memtrace_option,
+    plugin_option,
+)
 from pytest_rvv.run.recorded import inputs_digest, rss_probe
 from pytest_rvv.toolchain.debian_sysroot import SUITE, SysrootRecipe, SysrootUnavailable, cached_sysroot
 from pytest_rvv.toolchain.peer_ort import ORT, prepare_sysroot
 
 ONNXRUNTIME, OPENBLAS, GGML, NCNN = "onnxruntime", "openblas", "ggml", "ncnn"  # --rvv-peers words (PEERS below)
 PLAIN, COUNTED_ONE, COUNTED_TWO = "plain", "counted-1", "counted-2"
-REPEATS = {PLAIN: 1, COUNTED_ONE: 1, COUNTED_TWO: 2}
+TRACED_ZERO, TRACED_ONE = "traced-0", "traced-1"  # through a core's modelled caches (rvv_memtrace): no call, one call
+REPEATS = {PLAIN: 1, COUNTED_ONE: 1, COUNTED_TWO: 2, TRACED_ZERO: 0, TRACED_ONE: 1}
+TRACED = (TRACED_ZERO, TRACED_ONE)
 NAMESPACE = "peer-runs"
 RECIPE = "peer-run-v2"  # v2: counted runs print no timings
 
@@ -151,26 +161,32 @@ class PeerRuns:
         self.kept = kept or KeptRuns(store)
 
     def run(self, kind: str, runner: EmulatedPeerRunner, model: Path, inputs: list[np.ndarray], num_outputs: int,
-            optimizations: str, name: str | None = None, sample: int = 0) -> RecordedPeerRun:
+            optimizations: str, name: str | None = None, sample: int = 0,
+            caches: tuple[int, int, int, int, int] | None = None) -> RecordedPeerRun:
         """The ``kind`` run of ``model`` (``name``: the model's name in a failure's line). ``sample``: another run of
         the same content, kept apart (a run with the peer's own threads differs from run to run in how long its idle
-        workers wait: measure/peer_threads.py compares two)."""
+        workers wait: measure/peer_threads.py compares two). ``caches``: a traced run's cache geometry (L1 sets and
+        ways, L2 sets and ways, line bytes); its ``counts`` is then the memory trace (measure/traffic.py reads it)."""
         if kind not in REPEATS:
             raise ValueError(f"unknown peer run kind {kind!r}")
+        if (kind in TRACED) != (caches is not None):
+            raise ValueError(f"a {kind} peer run {'needs' if kind in TRACED else 'takes no'} cache geometry")
         if kind == PLAIN:
             helper = rss_probe(self.store)
         else:
             check_plugin_support(runner.qemu)
-            helper = build_plugin(self.store)
+            helper = build_memtrace_plugin(self.store) if kind in TRACED else build_plugin(self.store)
         key = digest([RECIPE, kind, *runner.identity(), content_sha(model), content_sha(helper), inputs_digest(inputs),
-                      optimizations, str(num_outputs), *([f"sample={sample}"] if sample else [])])
+                      optimizations, str(num_outputs), *([f"sample={sample}"] if sample else []),
+                      *([f"caches={caches}"] if caches else [])])
 
         def emulate(into: Path) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="pytest-rvv-peer-") as scratch:
                 work = Path(scratch)
                 counts, rss = work / "counts.txt", work / "rss.txt"
                 launcher = (str(helper), str(rss)) if kind == PLAIN else ()
-                qemu_args = () if kind == PLAIN else plugin_option(helper, counts, False)
+                qemu_args = (() if kind == PLAIN else memtrace_option(helper, counts, caches) if caches
+                             else plugin_option(helper, counts, False))
                 with self.stages.time("emulate"):
                     run = runner.run(model, inputs, work / "run", num_outputs, optimizations=optimizations,
                                      repeat=REPEATS[kind], maps=kind != PLAIN, qemu_args=qemu_args,
