@@ -180,10 +180,12 @@ def peer_wall(thread_cycles: tuple[float, ...] | list[float], traffic: Totals, l
 
 
 def iree_threads_ms(cell: Cell, workdir: Path, threads: int, called: set[str]) -> float | None:
-    """IREE's est. ms per call on CORE with ``threads`` workers: the slowest thread of each dispatch in ``called``
-    (the dispatches a call runs, measure_iree's; the module load's own left out), from the cell's run at that many
-    threads (kept by content; the kernel suite's wall-time rows make the same run). None where CORE is not one of the
-    target's cores or llvm-mca is missing."""
+    """IREE's est. ms per call on CORE with ``threads`` workers: each dispatch in ``called`` (the dispatches a call
+    runs, measure_iree's; the module load's own left out) with its workgroups dealt evenly to the workers, as a
+    board's workers woken together take them (``ThreadProfile.even_cycles``; how QEMU's run split them depends on how
+    the host schedules the guest's threads), from the cell's run at that many threads (kept by content; the kernel
+    suite's wall-time rows make the same run). None where CORE is not one of the target's cores or llvm-mca is
+    missing."""
     core = next((c for c in cell.target.cores() if c.name == CORE), None)
     if core is None or not core.ghz:
         return None
@@ -191,7 +193,7 @@ def iree_threads_ms(cell: Cell, workdir: Path, threads: int, called: set[str]) -
         profile = measure_threads(cell, workdir / f"threads-{threads}", threads, cores=(core,))
     except (ToolMissing, ConfigError):  # llvm-mca missing; a part with fewer harts than ``threads``
         return None
-    return cycles_ms(sum(profile.dispatch_cycles(name, CORE) for name in profile.dispatches if name in called),
+    return cycles_ms(sum(profile.even_cycles(name, CORE) for name in profile.dispatches if name in called),
                      core.ghz)
 
 

@@ -176,8 +176,9 @@ class WallBeside:
 @dataclass(frozen=True)
 class ThreadsBeside:
     """IREE's cell and its peer, each at ``threads`` threads: est. ms per call on CORE of the busiest threads (IREE:
-    each dispatch's slowest thread, measure/threads.py; the peer: its busiest thread, above); and, where the peer's
-    memory traffic was traced, both sides' est. wall time at one thread and at ``threads`` (``walls``)."""
+    each dispatch's workgroups dealt evenly to the workers, measure/threads.py; the peer: its busiest thread, above);
+    and, where the peer's memory traffic was traced, both sides' est. wall time at one thread and at ``threads``
+    (``walls``)."""
 
     threads: int
     iree_ms: float | None

@@ -35,8 +35,9 @@ THREADS_HEADER = ["Model", "Target", "Peer", "Threads", "IREE est. X60 ms", "Pee
                   "Est. wall ms, 1 thread: IREE / peer (bound by)", "Est. wall ms, N threads: IREE / peer (bound by)",
                   "IREE / peer wall, N", "Peer DRAM per call (KiB)",
                   "Peer's work per thread (k: main, then workers)", "Peer balance", "Peer waiting left out (M)"]
-THREADS_NOTE = ("at N threads: IREE, each dispatch's slowest thread (its workgroups' llvm-mca cycles and the runtime's "
-                "measured work per workgroup, measure/threads.py); the peer, its busiest thread's share of one call "
+THREADS_NOTE = ("at N threads: IREE, each dispatch's workgroups dealt evenly to the workers (their llvm-mca cycles "
+                "and the runtime's measured work per workgroup, measure/threads.py), as a board's workers woken "
+                "together take them; the peer, its busiest thread's share of one call "
                 "(blocks whose executions differ between two runs of the same content are waiting, left out: "
                 "measure/peer_threads.py); both in-core. Est. wall: measure/walltime.py's model on both sides, the "
                 "in-core cycles of each thread plus stalls on L2 hits and DRAM misses and the bandwidth floors, the "
