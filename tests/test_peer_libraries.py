@@ -32,6 +32,7 @@ from pytest_rvv.measure.peers import CORE, by_library, estimate_peer
 from pytest_rvv.measure.traffic import parse_trace
 from pytest_rvv.measure.walltime import BOUNDS
 from pytest_rvv.model.kernels import SHAPES, kernel_model
+from pytest_rvv.model.model import Model
 from pytest_rvv.report.peers import PeersCollector, gap_table, gaps, peers_summary
 from pytest_rvv.report.results import schema
 from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, blas_runner
@@ -143,17 +144,23 @@ def test_a_call_s_work_is_exact_from_run_to_run_and_vectorized_only_with_v(tmp_p
     assert vector_share["rv64gc"] == 0 and vector_share["rv64gcv-zvl256b"] > 0.3
 
 
-def test_at_8_threads_a_call_splits_over_openblas_s_threads_and_their_waiting_is_left_out(tmp_path: Path):
-    """OpenBLAS's idle workers spin under QEMU for as long as the host lets them (hundreds of millions of instructions,
-    different in every run); the call's work is the blocks that execute as often in two runs of the same content: it
-    is the one-thread call's, split evenly over 8 threads, the same from one pair of runs to the next."""
-    runner = runner_for("rv64gcv-zvl256b")
+def openblas_256(tmp_path: Path) -> tuple[MatmulRunner, Model, Oracle]:
+    """OpenBLAS on rv64gcv-zvl256b with a 256x256x256 float32 cell of seeded operands: its runs are kept by content
+    (the model file is only a key for the store: the harness reads A and B)."""
     rng = np.random.default_rng(4)
     a, b = (rng.uniform(-1, 1, (256, 256)).astype(np.float32) for _ in range(2))
     model_file = tmp_path / "mm.onnx"
     model_file.write_bytes(b"mm-f32-256x256x256 (a key for the store: the harness reads A and B)")
-    oracle = Oracle(model_file, [a, b], [a @ b])
-    model = kernel_model("f32", SHAPES["256x256x256"])
+    return runner_for("rv64gcv-zvl256b"), kernel_model("f32", SHAPES["256x256x256"]), Oracle(model_file, [a, b],
+                                                                                            [a @ b])
+
+
+def test_at_8_threads_a_call_splits_over_openblas_s_threads_and_their_waiting_is_left_out(tmp_path: Path):
+    """OpenBLAS's idle workers spin under QEMU for as long as the host lets them (hundreds of millions of instructions,
+    different in every run); the call's work is the blocks that execute as often in two runs of the same content: it
+    is the one-thread call's, split evenly over 8 threads, the same from one pair of runs to the next."""
+    runner, model, oracle = openblas_256(tmp_path)
+    model_file, (a, b) = oracle.prepared, oracle.inputs
     store = Store(default_cache_dir())
     runs = PeerRuns(store, None)
     one, two = (runs.run(kind, runner, model_file, [a, b], 1, "all") for kind in (COUNTED_ONE, COUNTED_TWO))
@@ -178,13 +185,8 @@ def test_a_peer_call_s_memory_traffic_is_its_one_call_run_less_a_run_that_makes_
     cblas_sgemm. What a call moves is the difference: at least A and B read once (512 KiB), and far more than the
     run that makes no call moved, whose own traffic (the load, the harness's files) cancels; a call whose result
     disagrees is refused. Both runs are kept by content: asked again, nothing is emulated."""
-    runner = runner_for("rv64gcv-zvl256b")
-    rng = np.random.default_rng(4)
-    a, b = (rng.uniform(-1, 1, (256, 256)).astype(np.float32) for _ in range(2))
-    model_file = tmp_path / "mm.onnx"
-    model_file.write_bytes(b"mm-f32-256x256x256 (a key for the store: the harness reads A and B)")
-    oracle = Oracle(model_file, [a, b], [a @ b])
-    model = kernel_model("f32", SHAPES["256x256x256"])
+    runner, model, oracle = openblas_256(tmp_path)
+    model_file, (a, b) = oracle.prepared, oracle.inputs
     runs = PeerRuns(Store(default_cache_dir()), None)
     call, line = peer_traffic(model, oracle, runner, runs)
     zero = runs.run(TRACED_ZERO, runner, model_file, [a, b], 1, "all", caches=cache_hierarchy(CORE).geometry)

@@ -56,7 +56,7 @@ IN_ORDER_SETTLED = (2, 4)
 # 22's model gives it 16 and 32 cycles of latency (8.00 and 32.00 per instruction in those blocks); vfmacc.vv, the same
 # three-operand accumulate, it times at 4.00 and 8.00 there, as measured for both (line 627). No cell executes
 # vmacc.vv at m4 or m8 at another SEW (surveyed 2026-11-28), and rvv-bench measured e32 only.
-_FRACTIONAL_UP_TO_M2 = (("8", ("mf8", "mf4", "mf2", "m1", "m2")), ("16", ("mf4", "mf2", "m1", "m2")),
+_LMULS_UP_TO_M2 = (("8", ("mf8", "mf4", "mf2", "m1", "m2")), ("16", ("mf4", "mf2", "m1", "m2")),
                         ("32", ("mf2", "m1", "m2")), ("64", ("m1", "m2")))  # the LMULs up to 2 that each SEW has
 X60_STAND_INS = (("vmacc.vv", "32", "m4", "vfmacc.vv"), ("vmacc.vv", "32", "m8", "vfmacc.vv"),
                  # vmv1r.v copies one register whatever the vtype: rvv-bench 2.00 at every SEW up to m4 (4.00 at m8,
@@ -66,9 +66,9 @@ X60_STAND_INS = (("vmacc.vv", "32", "m4", "vfmacc.vv"), ("vmacc.vv", "32", "m8",
                  # the scalar-to-vector moves: rvv-bench 1.00 up to m2 and 2.00 at m4 (4.00 at m8, as LLVM's) at every
                  # SEW (tblMaa lines 695, 714), LLVM 22 gives 4 at every vtype; the splat of the same operands is timed
                  # 1 at LMUL 1/2 and 2 at LMUL 1 (there is no LMUL 1/2 at SEW 64, where the move stays LLVM's 4)
-                 *(("vmv.s.x", sew, lmul, "vmv.v.x@mf2") for sew, lmuls in _FRACTIONAL_UP_TO_M2 if sew != "64"
+                 *(("vmv.s.x", sew, lmul, "vmv.v.x@mf2") for sew, lmuls in _LMULS_UP_TO_M2 if sew != "64"
                    for lmul in lmuls),
-                 *(("vfmv.s.f", sew, lmul, "vfmv.v.f@mf2") for sew, lmuls in _FRACTIONAL_UP_TO_M2
+                 *(("vfmv.s.f", sew, lmul, "vfmv.v.f@mf2") for sew, lmuls in _LMULS_UP_TO_M2
                    if sew in ("16", "32") for lmul in lmuls),
                  *(("vmv.s.x", sew, "m4", "vmv.v.x@m1") for sew in ("8", "16", "32", "64")),
                  *(("vfmv.s.f", sew, "m4", "vfmv.v.f@m1") for sew in ("16", "32", "64")),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
 from pytest_rvv.base.store import content_sha, digest, source_digest
-from pytest_rvv.config.cores import CORES, cache_hierarchy, cycles_ms, memory_timings
+from pytest_rvv.config.cores import CORES, Core, cache_hierarchy, cycles_ms, memory_timings
 from pytest_rvv.measure.agreement import compare
 from pytest_rvv.measure.peers import (
     CORE,
@@ -38,7 +38,7 @@ from pytest_rvv.measure.peers import (
 from pytest_rvv.measure.silicon import find_mca, mca_version
 from pytest_rvv.measure.static import share
 from pytest_rvv.measure.threads import measure_threads, parse_threads
-from pytest_rvv.measure.traffic import Totals, parse_trace
+from pytest_rvv.measure.traffic import Totals, measure_traffic, parse_trace
 from pytest_rvv.measure.walltime import DispatchWall, dispatch_wall, estimate_cell
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, TRACED_ONE, TRACED_ZERO, PeerRuns, RecordedPeerRun
@@ -170,13 +170,19 @@ def peer_traffic(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs:
     return totals[1].less(totals[0]), caches.l1d.line
 
 
-def peer_wall(thread_cycles: tuple[float, ...] | list[float], traffic: Totals, line: int) -> DispatchWall:
+def peer_wall(thread_cycles: list[float], traffic: Totals, line: int) -> DispatchWall:
     """The peer's call as one region of work on CORE (measure/walltime.py's equations, no workgroups: each thread's
     share of the traffic is its share of the cycles; no runtime cost per workgroup or dispatch is known for it)."""
     core = CORES[CORE]
     assert core.ghz is not None
     return dispatch_wall({t: (c, 0) for t, c in enumerate(thread_cycles)}, traffic, line, memory_timings(CORE),
                          core.ghz, 0.0, 0.0)
+
+
+def _core(cell: Cell) -> Core | None:
+    """CORE among the cell's target's cores, with a clock; None where it is not one."""
+    core = next((c for c in cell.target.cores() if c.name == CORE), None)
+    return core if core is not None and core.ghz else None
 
 
 def iree_threads_ms(cell: Cell, workdir: Path, threads: int, called: set[str]) -> float | None:
@@ -186,8 +192,8 @@ def iree_threads_ms(cell: Cell, workdir: Path, threads: int, called: set[str]) -
     the host schedules the guest's threads), from the cell's run at that many threads (kept by content; the kernel
     suite's wall-time rows make the same run). None where CORE is not one of the target's cores or llvm-mca is
     missing."""
-    core = next((c for c in cell.target.cores() if c.name == CORE), None)
-    if core is None or not core.ghz:
+    core = _core(cell)
+    if core is None:
         return None
     try:
         profile = measure_threads(cell, workdir / f"threads-{threads}", threads, cores=(core,))
@@ -197,19 +203,28 @@ def iree_threads_ms(cell: Cell, workdir: Path, threads: int, called: set[str]) -
                      core.ghz)
 
 
-def iree_wall(cell: Cell, workdir: Path, threads: int, called: set[str]) -> tuple[float, str] | None:
-    """IREE's est. wall ms per call on CORE at ``threads`` workers and what bounds it: measure/walltime.py over the
-    dispatches in ``called`` (the module load's own left out), from the runs the kernel suite's wall-time rows make
-    (kept by content). None where CORE is not one of the target's cores, or llvm-mca or the traffic is missing."""
-    core = next((c for c in cell.target.cores() if c.name == CORE), None)
-    if core is None or not core.ghz:
-        return None
+def iree_walls(cell: Cell, workdir: Path, thread_counts: list[int], called: set[str]
+               ) -> dict[int, tuple[float, str]]:
+    """IREE's est. wall ms per call on CORE at each of ``thread_counts`` workers and what bounds it:
+    measure/walltime.py over the dispatches in ``called`` (the module load's own left out), from the runs the kernel
+    suite's wall-time rows make (kept by content; the traced run read once for all). Empty where CORE is not one of
+    the target's cores, or llvm-mca or the traffic is missing; a thread count that cannot be estimated is left out."""
+    core = _core(cell)
+    if core is None:
+        return {}
     try:
-        estimate = estimate_cell(cell, workdir / f"wall-{threads}", core, threads)
+        traffic = measure_traffic(cell, workdir / "traffic", core.name)
     except (ToolMissing, ConfigError, RvvError):
-        return None
-    call = replace(estimate, dispatches={k: d for k, d in estimate.dispatches.items() if k in called})
-    return 1e3 * call.seconds, call.bound_by
+        return {}
+    found = {}
+    for threads in thread_counts:
+        try:
+            estimate = estimate_cell(cell, workdir / f"wall-{threads}", core, threads, traffic)
+        except (ToolMissing, ConfigError, RvvError):
+            continue
+        call = replace(estimate, dispatches={k: d for k, d in estimate.dispatches.items() if k in called})
+        found[threads] = (1e3 * call.seconds, call.bound_by)
+    return found
 
 
 def threads_beside(cell: Cell, model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns,
@@ -227,12 +242,11 @@ def threads_beside(cell: Cell, model: Model, oracle: Oracle, runner: EmulatedPee
         return ThreadsBeside(threads, in_core, peer)
     with runs.stages.time("traffic"):
         traffic, line = peer_traffic(model, oracle, runner, runs)
+    cycles_at = ({1: [one_thread_cycles]} if one_thread_cycles else {}) | {threads: list(peer.thread_cycles)}
+    iree = iree_walls(cell, workdir, list(cycles_at), called)
     walls = []
-    for n, cycles in ((1, [one_thread_cycles] if one_thread_cycles else None), (threads, peer.thread_cycles)):
-        if cycles is None:
-            continue
+    for n, cycles in cycles_at.items():
         mine = peer_wall(cycles, traffic, line)
-        iree = iree_wall(cell, workdir, n, called)
-        walls.append(WallBeside(n, iree[0] if iree else None, iree[1] if iree else None, 1e3 * mine.seconds,
-                                mine.bound_by))
+        ms, bound = iree.get(n, (None, None))
+        walls.append(WallBeside(n, ms, bound, 1e3 * mine.seconds, mine.bound_by))
     return ThreadsBeside(threads, in_core, peer, tuple(walls), traffic.dram_bytes(line))

@@ -61,21 +61,13 @@ static const char *flag_value(const char *arg, const char *flag)
     return strncmp(arg, flag, n) == 0 ? arg + n : NULL;
 }
 
-static int positive(const char *text, const char *what)
+/* ``text`` as an integer from ``lowest`` (0 or 1) up to 2^30, or one line naming ``what``. */
+static int integer(const char *text, const char *what, long lowest)
 {
     char *end;
     long value = strtol(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || value < 1 || value > 1 << 30)
-        fail(2, what, "'%s' is not a positive integer", text);
-    return (int)value;
-}
-
-static int count(const char *text, const char *what)
-{
-    char *end;
-    long value = strtol(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || value < 0 || value > 1 << 30)
-        fail(2, what, "'%s' is not a count (0 or more)", text);
+    if (*text == '\0' || *end != '\0' || value < lowest || value > 1 << 30)
+        fail(2, what, lowest ? "'%s' is not a positive integer" : "'%s' is not a count (0 or more)", text);
     return (int)value;
 }
 
@@ -94,14 +86,14 @@ static struct matmul_args parse_args(int argc, char **argv)
     if (argc < 7)
         fail(2, "usage", HARNESS " M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] "
                          "[--no-timings]%s", library_flag);
-    struct matmul_args args = {positive(argv[1], "M"), positive(argv[2], "K"), positive(argv[3], "N"), 1, 1, 1,
+    struct matmul_args args = {integer(argv[1], "M", 1), integer(argv[2], "K", 1), integer(argv[3], "N", 1), 1, 1, 1,
                                argv[4], argv[5], argv[6], NULL, library};
     const char *value;
     for (int i = 7; i < argc; i++) {
         if ((value = flag_value(argv[i], "--threads=")) != NULL)
-            args.threads = positive(value, "--threads");
+            args.threads = integer(value, "--threads", 1);
         else if ((value = flag_value(argv[i], "--repeat=")) != NULL)
-            args.repeat = count(value, "--repeat");  /* 0: load the library and stop (a traced run's baseline) */
+            args.repeat = integer(value, "--repeat", 0);  /* 0: load the library and stop (a traced run's baseline) */
         else if ((value = flag_value(argv[i], "--maps=@")) != NULL)
             args.maps = value;
         else if (strcmp(argv[i], "--no-timings") == 0)
