@@ -110,3 +110,35 @@ def test_a_file_rewritten_within_the_timestamp_granularity_is_hashed_again(tmp_p
     path.write_bytes(b"b" * 64)  # same size, same inode
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # and, as a coarse clock may leave it, same mtime
     assert content_sha(path) == file_sha256(path) != first
+
+
+def test_an_entry_verified_once_is_trusted_by_its_files_stat_until_one_is_written(tmp_path, monkeypatch):
+    """Each process hashed every file of every entry it looked up (about 2 s of a rerun's 12 s per worker); an
+    entry whose files hashed to their manifest keeps their stat in ``.verified``, and a write moves the change time."""
+    import pytest_rvv.base.store as store_module
+
+    monkeypatch.setattr(store_module, "SETTLED_S", 0.02)
+    hashed: list[str] = []
+    real = store_module.file_sha256
+    monkeypatch.setattr(store_module, "file_sha256", lambda path: hashed.append(path.name) or real(path))
+    store = Store(tmp_path)
+    key = digest(["k"])
+
+    def build(tmp: Path) -> dict:
+        (tmp / "f").write_text("hello")
+        return {}
+
+    entry = store.get_or_build("ns", key, build)
+    time.sleep(0.1)
+
+    def fresh_lookup() -> bool:  # as a new process does: nothing remembered in memory
+        store_module._HASHED.clear()
+        hashed.clear()
+        return store.lookup("ns", key) is not None
+
+    assert fresh_lookup() and hashed == ["f"] and (entry.path / ".verified").is_file()
+    assert fresh_lookup() and hashed == []  # trusted by stat
+    before = (entry.path / "f").stat()
+    (entry.path / "f").write_text("hellO")  # same size
+    os.utime(entry.path / "f", ns=(before.st_atime_ns, before.st_mtime_ns))  # and the same modification time
+    assert not fresh_lookup() and hashed == ["f"]

@@ -6,7 +6,10 @@ temporary directory and published with one atomic ``rename``, under a per-key fi
 reader ever sees a partial entry. An entry whose files do not match its manifest is corrupt: it is
 moved aside and rebuilt. A process hashes each file once: it remembers the hash of a file by path,
 inode, size and modification time, unless the file changed less than ``SETTLED_S`` before it was
-read (timestamps are coarse: such a file is read again).
+read (timestamps are coarse: such a file is read again). Processes share that memory per entry: once every file of
+an entry has hashed to its manifest and had settled, ``.verified`` beside them keeps each file's inode, size,
+modification and change times, and a later lookup whose files all still stat the same trusts them unhashed. Any
+write to a file moves its change time (which no tool sets back), so a damaged file is hashed again and refused.
 
 Storage faults (a full disk or quota, a read-only or unwritable directory, a filesystem without atomic
 rename or file locks) become one ``StorageFault`` line naming the directory and the fix, never a traceback,
@@ -34,6 +37,7 @@ from filelock import FileLock
 from pytest_rvv.base.errors import RvvError, StorageFault
 
 MANIFEST = "manifest.json"
+VERIFIED = ".verified"  # the stat of every file when it last hashed to the manifest
 LOCK_TIMEOUT_S = 3600.0
 CACHE_FIX = "give another --rvv-cache-dir (or PYTEST_RVV_CACHE_DIR)"
 
@@ -242,13 +246,44 @@ class Store:
 def _verified_meta(path: Path) -> dict[str, Any] | None:
     try:
         manifest = json.loads((path / MANIFEST).read_text())
-        for name, info in manifest["files"].items():
-            file = path / name
-            if file.stat().st_size != info["size"] or content_sha(file) != info["sha256"]:
+        files = manifest["files"]
+        stamps = {name: _stamp(path / name) for name in (MANIFEST, *files)}
+        if _stamped(path) == stamps:  # hashed to the manifest before, and not written since
+            return manifest["meta"]
+        for name, info in files.items():
+            if stamps[name][1] != info["size"] or content_sha(path / name) != info["sha256"]:
                 return None
+        _keep_stamps(path, stamps)
         return manifest["meta"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _stamp(file: Path) -> list[int]:
+    stat = file.stat()
+    return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def _stamped(path: Path) -> dict[str, list[int]] | None:
+    try:
+        stamps = json.loads((path / VERIFIED).read_text())
+        return stamps if isinstance(stamps, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _keep_stamps(path: Path, stamps: dict[str, list[int]]) -> None:
+    """Write ``.verified`` when every file had settled (a write within the clock's granularity could keep its
+    times); best effort: a read-only or full cache still serves what it holds, hashing it each time."""
+    if any(time.time_ns() - stamp[3] <= SETTLED_S * 1e9 for stamp in stamps.values()):
+        return
+    tmp = path / f"{VERIFIED}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(stamps))  # no fsync: a lost or torn file only means hashing again
+        os.replace(tmp, path / VERIFIED)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def _discard(path: Path) -> None:
