@@ -136,8 +136,8 @@ def rvv_vectorization(rvv_session: RvvSession, rvv_model: Model, rvv_target: Tar
 
 
 @pytest.fixture
-def rvv_executed(rvv_runner: Runner, rvv_cell: Callable[[], Cell], tmp_path: Path,
-                 record_property: Any) -> Callable[..., ExecutedMeasurement]:
+def rvv_executed(rvv_runner: Runner, rvv_cell: Callable[[], Cell], rvv_session: RvvSession, tmp_path: Path,
+                 record_property: Any, request: pytest.FixtureRequest) -> Callable[..., ExecutedMeasurement]:
     """Count what ``rvv_model`` executes on ``rvv_runner``'s target (QEMU + the rvv_counter plugin); fails when the
     counted run disagrees with onnxruntime.
 
@@ -149,7 +149,9 @@ def rvv_executed(rvv_runner: Runner, rvv_cell: Callable[[], Cell], tmp_path: Pat
         if not (capabilities := rvv_runner.capabilities).counted:
             pytest.skip(f"executed counts need QEMU: {rvv_runner.target.name} runs {capabilities.where}")
         try:
-            return measure_executed(rvv_cell(), tmp_path, elements=elements)
+            wall = _wall_request(request, rvv_session.settings)  # a cell traced later: one emulation for both
+            return measure_executed(rvv_cell(), tmp_path, elements=elements,
+                                    traced_on=wall.core.name if wall else None)
         except ToolMissing as exc:
             pytest.skip(str(exc))
 
@@ -214,7 +216,8 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             pytest.fail(str(exc), pytrace=False)
         # fresh timed runs only where time is gated (a baseline of this machine), recorded, or asked for
         timed = recording or applicable.machine is not None or settings.perf_repeat_given
-        result = measure_performance(cell, settings.perf_repeat, timed)
+        wall = _wall_request(request, settings)
+        result = measure_performance(cell, settings.perf_repeat, timed, wall.core.name if wall else None)
         _judged(agreement_verdict(result.disagreement), record_property)
         if cell.elsewhere:  # a board's, or the machine of a bundle's results
             result.board = machine.as_json()
@@ -223,7 +226,7 @@ def rvv_performance(rvv_session: RvvSession, rvv_model: Model, rvv_target: Targe
             # every silicon run calibrates: the in-core estimate, and the est. wall time measured on an emulated twin
             twin = _emulated_twin(rvv_session, rvv_model, rvv_target, result) if estimate else None
             result.calibration = calibration_point(result, core, estimate, cell.runner.capabilities.threads, twin)
-        if (wall := _wall_request(request, settings)) is not None:
+        if wall is not None:
             add_traffic(cell, result, wall)
         leave(record_property, performance=result.to_json())
         for metric, value in sorted(result.metrics.items()):  # JUnit XML <property> elements CI systems show

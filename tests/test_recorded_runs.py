@@ -15,6 +15,8 @@ from pytest_rvv.base.errors import RunFailed, RuntimeNotProvided
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.counts import attribute, parse
+from pytest_rvv.measure.executed import measure_executed
+from pytest_rvv.measure.traffic import measure_traffic
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.qemu_plugin import build_plugin
 from pytest_rvv.run.recorded import COUNTED, NAMESPACE, PLAIN, RecordedRuns, run_key
@@ -187,3 +189,24 @@ def test_the_shared_plain_run_measures_iree_peak_allocation_like_a_timed_run(rvv
     shared = measure_performance(session.cell(model, TARGET, runner), repeat=1, timed=False)
     timed = measure_performance(session.cell(model, TARGET, runner), repeat=1, timed=True)
     assert shared.metrics["iree_peak_bytes"] == timed.metrics["iree_peak_bytes"] > 0
+
+
+def test_a_cell_traced_later_counts_in_its_traced_run_with_each_dispatch_as_counted_alone(rvv, tmp_path):
+    """The kernel suite measures every cell's executed counts and its memory traffic: two emulations of the same run.
+    Asked for the counts of a cell it will trace, the session makes the traced run first with the counting plugin
+    along, keeps it as the counted run too, and each dispatch's work is what a counted run made alone finds."""
+    session, model = rvv
+    runner = session.runner(TARGET)
+    cell = session.cell(model, TARGET, runner)
+    before = session.runs.emulated
+    along = measure_executed(cell, tmp_path / "along", traced_on="spacemit-x60")
+    assert session.runs.emulated == before and along.checked.agreement.ok  # no counted run of its own
+    assert measure_traffic(cell, tmp_path / "traffic").dispatches  # the traced run, looked up
+    assert session.runs.emulated == before
+    fresh = RecordedRuns(session.store, session.settings.timeout_s, fresh=True)
+    alone = fresh.run(COUNTED, session.artifact(model, TARGET), runner, session.oracle(model).inputs,
+                      len(session.oracle(model).outputs), build_plugin(session.store))
+    assert fresh.emulated == 1
+    assert dispatches(session, model, along.run) == dispatches(session, model, alone)
+    # a cell whose counted run is kept already is traced without it
+    assert cell.runs is not None and cell.runs.counting_along(tmp_path) is None

@@ -220,8 +220,9 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
     result_b = compile_side(cell_b)
     if runner_a is not None and runner_b is not None:
         with tempfile.TemporaryDirectory(prefix="pytest-rvv-ab-") as tmp:
-            runs_a = TimedRuns(cell_a, Path(tmp) / "a")
-            runs_b = TimedRuns(cell_b, Path(tmp) / "b")
+            traced_on = wall.core.name if wall is not None else None
+            runs_a = TimedRuns(cell_a, Path(tmp) / "a", traced_on)
+            runs_b = TimedRuns(cell_b, Path(tmp) / "b", traced_on)
             for i in range(repeat):  # interleaved, alternating which goes first
                 for runs in ((runs_a, runs_b) if i % 2 == 0 else (runs_b, runs_a)):
                     runs.once()

@@ -14,6 +14,7 @@ from pytest_rvv.measure import counts as counts_module
 from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.counts import ExecutedCounts, attribute, parse
 from pytest_rvv.measure.static import ukernels_by_dispatch, with_ukernels
+from pytest_rvv.measure.traffic import trace_before_counting
 from pytest_rvv.run.recorded import COUNTED, ELEMENTS, LOADED, RecordedRun
 from pytest_rvv.session import Cell
 
@@ -55,15 +56,20 @@ class ExecutedMeasurement:
                 "dispatches": with_ukernels(self.attribution["dispatches"], self.ukernels)}
 
 
-def measure_executed(cell: Cell, workdir: Path, elements: bool = False) -> ExecutedMeasurement:
+def measure_executed(cell: Cell, workdir: Path, elements: bool = False,
+                     traced_on: str | None = None) -> ExecutedMeasurement:
     """Run the cell's module once under QEMU with the counting plugin and attribute what executed.
 
     The counted run's outputs are held against onnxruntime's (``checked``): judge/ refuses counts of a wrong result.
+    ``traced_on``: the core whose memory traffic this cell will be measured on: its traced run is made first and
+    counts too (measure/traffic.py ``trace_before_counting``), one emulation for both.
     """
     runner, oracle = cell.given()
     model, artifact = cell.model, cell.artifact
     if not runner.capabilities.counted:
         raise ValueError(f"executed counts need an emulated target, not {runner.target.name}")
+    if traced_on is not None and not elements:
+        trace_before_counting(cell, workdir / "traced", traced_on)
     recorded = cell.recorded(ELEMENTS if elements else COUNTED, workdir)  # once per content
     assert recorded is not None and recorded.counts is not None
     agreement = compare(recorded.outputs, oracle.outputs, model.tolerance, oracle.steps)

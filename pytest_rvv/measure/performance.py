@@ -224,8 +224,8 @@ class TimedRuns:
     is taken or counted, and judge/ refuses the numbers.
     """
 
-    def __init__(self, cell: Cell, work: Path) -> None:
-        self.cell, self.work = cell, work
+    def __init__(self, cell: Cell, work: Path, traced_on: str | None = None) -> None:
+        self.cell, self.work, self.traced_on = cell, work, traced_on  # traced_on: see add_executed
         self.runner, self.oracle = cell.given()
         self.probe = rss_probe(cell.store)
         self.walls: list[float] = []
@@ -282,15 +282,16 @@ class TimedRuns:
         if self.peaks:
             result.metrics[IREE_PEAK_BYTES] = sum(int(v) for v in self.peaks.values())
         if self.runner.capabilities.counted:
-            add_executed(self.cell, result)
+            add_executed(self.cell, result, self.traced_on)
 
 
-def add_executed(cell: Cell, result: PerfResult) -> None:
+def add_executed(cell: Cell, result: PerfResult, traced_on: str | None = None) -> None:
     """Executed counts (the counted run, recorded by content) and the silicon estimates made from them; only the
-    disagreement when the counted run disagreed with onnxruntime."""
+    disagreement when the counted run disagreed with onnxruntime. ``traced_on``: the core ``add_traffic`` will
+    trace this cell on (one emulation then counts and traces)."""
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-executed-") as tmp:
         try:
-            executed = measure_executed(cell, Path(tmp))
+            executed = measure_executed(cell, Path(tmp), traced_on=traced_on)
         except ToolMissing as exc:
             result.notes.append(f"no executed counts: {exc}")
             return
@@ -374,13 +375,13 @@ def _estimates(cell: Cell, executed: ExecutedMeasurement, notes: list[str]) -> d
         return {}
 
 
-def measure_performance(cell: Cell, repeat: int, timed: bool = True) -> PerfResult:
+def measure_performance(cell: Cell, repeat: int, timed: bool = True, traced_on: str | None = None) -> PerfResult:
     """Compile-side metrics always; run-side metrics when the cell has a runner.
 
     ``timed``: time is gated here (this machine has a baseline, or baselines are being recorded) or was
     asked for: ``repeat`` fresh timed runs. Otherwise an emulated target's run side comes from its plain
     run, recorded by content and shared with the agreement check (one emulated run, none on a rerun),
-    and its time is that run's, shown as information.
+    and its time is that run's, shown as information. ``traced_on``: the core ``add_traffic`` will trace it on.
     """
     result = compile_side(cell)
     if cell.runner is None:
@@ -388,7 +389,7 @@ def measure_performance(cell: Cell, repeat: int, timed: bool = True) -> PerfResu
         return result
     recorded = None if timed else cell.recorded(PLAIN)
     with tempfile.TemporaryDirectory(prefix="pytest-rvv-perf-") as tmp:
-        runs = TimedRuns(cell, Path(tmp))
+        runs = TimedRuns(cell, Path(tmp), traced_on)
         if cell.runner.capabilities.replays:  # e.g. a RISC-V machine's rounds of a bundle: each is one timed run
             oracle = cell.given()[1]
             for outcome in cell.runner.replay(cell.artifact, oracle.inputs, len(oracle.outputs)):

@@ -4,6 +4,7 @@ kept from a run whose outputs disagree with onnxruntime, nor from one killed at 
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,21 +33,27 @@ class PluginRun:
 
 def plugin_run(cell: Cell, runner: Runner, oracle: Oracle, workdir: Path, *, namespace: str, recipe: str,
                plugin: Path, key: Sequence[str], output: str, qemu_args: Callable[[Path], Sequence[str]],
-               what: str) -> PluginRun:
+               what: str, count: bool = False) -> PluginRun:
     """Run ``cell``'s module on ``runner`` under QEMU with ``plugin`` (``qemu_args(out)`` loads it writing ``out``),
     once per content: module, runtime, QEMU and its CPU, plugin, inputs and ``key`` (what else decides the result).
-    ``what`` names the run in a disagreement ("in the traced run", "with 4 threads")."""
+    ``what`` names the run in a disagreement ("in the traced run", "with 4 threads"). ``count``: when this run must
+    be emulated and the cell's counted run (same module, runtime, one thread) is not kept yet, the counting plugin
+    rides along and the run is kept as that counted run too: one emulation instead of two."""
     check_plugin_support(runner.emulator())
     artifact = cell.artifact
     entry_key = digest([recipe, *emulated_identity(artifact, runner), content_sha(plugin), *key,
                         inputs_digest(oracle.inputs)])
 
     def emulate(tmp: Path) -> dict[str, Any]:
-        started = time.monotonic()
-        outcome = runner.run(artifact, oracle.inputs, workdir, len(oracle.outputs), cell.timeout_s,
-                             qemu_args=tuple(qemu_args(tmp / output)))
-        wall_s = time.monotonic() - started
-        check_outputs(cell, runner, outcome.outputs, oracle, what)  # nothing is kept from a run whose result is wrong
+        with tempfile.TemporaryDirectory(prefix="pytest-rvv-along-") as scratch:
+            along = cell.runs.counting_along(Path(scratch)) if count and cell.runs is not None else None
+            started = time.monotonic()
+            outcome = runner.run(artifact, oracle.inputs, workdir, len(oracle.outputs), cell.timeout_s,
+                                 qemu_args=(*qemu_args(tmp / output), *(along.qemu_args if along else ())))
+            wall_s = time.monotonic() - started
+            check_outputs(cell, runner, outcome.outputs, oracle, what)  # nothing is kept from a wrong result
+            if along is not None:
+                along.keep(outcome)
         return {"wall_s": round(wall_s, 3)}
 
     runs = cell.runs.runs if cell.runs is not None else None  # the session's (fresh with --rvv-no-cache)

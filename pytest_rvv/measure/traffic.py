@@ -13,6 +13,7 @@ whose miss evicted it (possibly in the next dispatch), and lines still dirty at 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +28,11 @@ from pytest_rvv.config.cores import CacheHierarchy, cache_hierarchy
 from pytest_rvv.measure.counts import ExecutedCounts, dispatch_at, loaded_libraries
 from pytest_rvv.measure.plugin_output import Block, records
 from pytest_rvv.measure.plugin_output import block as block_record
-from pytest_rvv.measure.plugin_run import plugin_run
+from pytest_rvv.measure.plugin_run import PluginRun, plugin_run
 from pytest_rvv.measure.static import natural_order
 from pytest_rvv.run.qemu import Qemu
 from pytest_rvv.run.qemu_plugin import build_memtrace_plugin, memtrace_option
+from pytest_rvv.run.recorded import COUNTED
 from pytest_rvv.session import Cell
 
 GUEST_ADDRESS_SPACE = "0x200000000"  # 8 GiB reserved for the guest (QEMU -R)
@@ -212,19 +214,36 @@ def measure_traffic(cell: Cell, workdir: Path, core: str = "spacemit-x60", per_e
     """Run the cell's module once under QEMU with the memory-trace plugin and ``core``'s cache model, kept in the
     store by content (module, runtime, QEMU and its CPU, plugin, inputs, caches). The run's outputs must agree with
     onnxruntime: the traffic of a wrong result is refused. A core without published caches is one ConfigError.
+    When the cell's counted run is not kept yet, this run counts too and is kept as it (``plugin_run``'s ``count``).
 
     ``per_element``: every access as QEMU reports it, one element at a time (about 30x slower on vector code; the
     default computes unmasked unit-stride and whole-register accesses once per instruction, with the same result)."""
     caches = cache_hierarchy(core)
+    runner = cell.given()[0]
+    run = _traced_run(cell, workdir, caches, per_element)
+    trace = parse_trace(run.output.read_text(), run.output)
+    dispatches, outside = attribute_traffic(trace, cell.artifact.executables, runner.target.arch)
+    return Traffic(core, caches, dispatches, outside, run.wall_s)
+
+
+def trace_before_counting(cell: Cell, workdir: Path, core: str) -> None:
+    """Make the cell's traced run on ``core``'s caches now when its counted run is not kept yet, so that the one
+    emulation keeps both (for a cell whose traffic will be asked for: the kernel suite's, --rvv-wall-time). Nothing
+    when either cannot be made here: the counted run is then made alone, and the traffic's own request says why."""
+    if cell.runs is None or cell.runner is None or not cell.runner.capabilities.counted or cell.runs.has(COUNTED):
+        return
+    # a core without caches, no plugin support, a disagreement: the counted run alone says it
+    with contextlib.suppress(RvvError), cell.stages.time("traffic"):
+        _traced_run(cell, workdir, cache_hierarchy(core), per_element=False)
+
+
+def _traced_run(cell: Cell, workdir: Path, caches: CacheHierarchy, per_element: bool) -> PluginRun:
     runner, oracle = cell.given()
     if not runner.capabilities.counted:
         raise ValueError(f"memory traffic needs an emulated target: {runner.target.name} runs "
                          f"{runner.capabilities.where}")
     plugin = build_memtrace_plugin(cell.store)
-    run = plugin_run(cell, runner, oracle, workdir, namespace=NAMESPACE, recipe=RECIPE, plugin=plugin,
-                     key=(repr(caches.geometry), str(per_element)), output="trace.txt",
-                     qemu_args=lambda out: memtrace_option(plugin, out, caches.geometry, per_element),
-                     what="in the traced run")
-    trace = parse_trace(run.output.read_text(), run.output)
-    dispatches, outside = attribute_traffic(trace, cell.artifact.executables, runner.target.arch)
-    return Traffic(core, caches, dispatches, outside, run.wall_s)
+    return plugin_run(cell, runner, oracle, workdir, namespace=NAMESPACE, recipe=RECIPE, plugin=plugin,
+                      key=(repr(caches.geometry), str(per_element)), output="trace.txt",
+                      qemu_args=lambda out: memtrace_option(plugin, out, caches.geometry, per_element),
+                      what="in the traced run", count=not per_element)

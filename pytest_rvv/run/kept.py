@@ -24,6 +24,10 @@ class KeptRuns:
         self._kept: tempfile.TemporaryDirectory[str] | None = None  # fresh runs' folders; removed with this object
         self._fresh: dict[tuple[str, str], Entry] = {}
 
+    def has(self, namespace: str, key: str) -> bool:
+        """Whether the run of ``key`` is kept (in the store, verified; or, fresh, made by this session)."""
+        return (namespace, key) in self._fresh if self.fresh else self.store.lookup(namespace, key) is not None
+
     def get_or_build(self, namespace: str, key: str, build: Callable[[Path], dict[str, Any]]) -> Entry:
         """The entry of ``key`` (``build(folder) -> meta`` emulates it); ``created`` is True for a run made by this
         session (a fresh run always), False for one read from the store. Nothing is kept when ``build`` raises."""

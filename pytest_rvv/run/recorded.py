@@ -12,6 +12,10 @@ kind of run is done once per content and kept in the store under everything that
 - ``elements``: the plugin with lane occupancy (``elements=on``), for report runs;
 - ``outputs``: the run alone (the ONNX node tests: only their outputs count).
 
+A counted run may also be kept from another run of the same content that QEMU makes anyway (the memory-trace run:
+``CellRuns.counting_along``): the counting plugin rides along, and the dispatches' counts are the same as alone (the
+guest runs the same code; tests/test_recorded_runs.py holds it). Its wall and CPU time are then that run's.
+
 A failed run is not kept (it raises). A damaged entry fails its manifest's hashes and is run again.
 ``--rvv-no-cache`` (``RecordedRuns(fresh=True)``) runs everything again and keeps nothing new: each content once per
 session (run/kept.py, which the traced and the peers' runs go through too).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,13 +34,13 @@ from typing import Any
 import numpy as np
 
 from pytest_rvv.base.cbuild import build_c
-from pytest_rvv.base.errors import RunFailed
+from pytest_rvv.base.errors import RunFailed, ToolMissing
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.qemu_plugin import build_plugin, check_plugin_support, plugin_option
-from pytest_rvv.run.runner import Runner
+from pytest_rvv.run.runner import Runner, RunOutcome
 
 PLAIN, COUNTED, ELEMENTS, OUTPUTS = "plain", "counted", "elements", "outputs"
 LOADED = "loaded"  # counted, loading the module only: its one-time work (run/runner.py, load_only)
@@ -158,21 +163,47 @@ class RecordedRuns:
                 outcome = runner.run(artifact, inputs, workdir or work / "run", num_outputs, self.timeout_s,
                                      qemu_args=qemu_args, launcher=launcher,
                                      runtime_args=STATISTICS_ARGS if kind == PLAIN else (), load_only=kind == LOADED)
-            for i, array in enumerate(outcome.outputs):
-                np.save(into / f"output_{i}.npy", array, allow_pickle=False)
-            if counts.is_file():
-                shutil.copyfile(counts, into / "counts.txt")
-            output = outcome.process.stdout[-20000:] + outcome.process.stderr[-20000:]
-            return {"kind": kind, "outputs": len(outcome.outputs), "stdout": output,
-                    "rss_kb": int(rss.read_text()) if rss.is_file() else None,
-                    "wall_s": round(outcome.process.wall_s, 4), "cpu_s": round(outcome.process.cpu_s, 4),
-                    "repro": outcome.repro, "model": artifact.model, "target": runner.target.name}
+            return _keep(kind, artifact, runner, outcome, counts, rss, into)
+
+    def has(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], helper: Path) -> bool:
+        """Whether the ``kind`` run of this content is kept already."""
+        return self.kept.has(NAMESPACE, run_key(kind, artifact, runner, inputs, helper))
+
+    def keep(self, kind: str, artifact: Artifact, runner: Runner, inputs: list[np.ndarray], helper: Path,
+             outcome: RunOutcome, counts: Path) -> None:
+        """Keep ``outcome``, a run of this content that loaded ``helper`` (the counting plugin) beside what else it
+        ran, as its ``kind`` run, unless one is kept already."""
+        self.kept.get_or_build(NAMESPACE, run_key(kind, artifact, runner, inputs, helper),
+                               lambda into: _keep(kind, artifact, runner, outcome, counts, None, into))
 
     def _load(self, kind: str, path: Path, meta: dict[str, Any], cached: bool) -> RecordedRun:
         outputs = [np.load(path / f"output_{i}.npy", allow_pickle=False) for i in range(int(meta["outputs"]))]
         counts = path / "counts.txt" if (path / "counts.txt").is_file() else None
         return RecordedRun(kind, outputs, str(meta["stdout"]), counts, meta.get("rss_kb"), float(meta["wall_s"]),
                            float(meta["cpu_s"]), str(meta["repro"]), cached)
+
+
+def _keep(kind: str, artifact: Artifact, runner: Runner, outcome: RunOutcome, counts: Path, rss: Path | None,
+          into: Path) -> dict[str, Any]:
+    """Write a run's outputs and counts into its entry folder ``into``; its metadata."""
+    for i, array in enumerate(outcome.outputs):
+        np.save(into / f"output_{i}.npy", array, allow_pickle=False)
+    if counts.is_file():
+        shutil.copyfile(counts, into / "counts.txt")
+    output = outcome.process.stdout[-20000:] + outcome.process.stderr[-20000:]
+    return {"kind": kind, "outputs": len(outcome.outputs), "stdout": output,
+            "rss_kb": int(rss.read_text()) if rss is not None and rss.is_file() else None,
+            "wall_s": round(outcome.process.wall_s, 4), "cpu_s": round(outcome.process.cpu_s, 4),
+            "repro": outcome.repro, "model": artifact.model, "target": runner.target.name}
+
+
+@dataclass(frozen=True)
+class Counting:
+    """The counting plugin riding along another run of a cell's content: its QEMU arguments, and ``keep(outcome)``,
+    which keeps that run as the cell's counted run once its outputs were checked."""
+
+    qemu_args: tuple[str, ...]
+    keep: Callable[[RunOutcome], None]
 
 
 @dataclass(frozen=True)
@@ -195,3 +226,26 @@ class CellRuns:
             check_plugin_support(self.runner.emulator())
             helper = build_plugin(self.store)
         return self.runs.run(kind, self.artifact, self.runner, self.inputs, self.num_outputs, helper, workdir)
+
+    def has(self, kind: str) -> bool:
+        """Whether the ``kind`` run (counted, elements, loaded) is kept already (False where QEMU loads no plugin)."""
+        try:
+            check_plugin_support(self.runner.emulator())
+        except ToolMissing:
+            return False
+        return self.runs.has(kind, self.artifact, self.runner, self.inputs, build_plugin(self.store))
+
+    def counting_along(self, scratch: Path) -> Counting | None:
+        """How a run of this content that QEMU makes anyway (the memory-trace run) counts too, writing into
+        ``scratch``: None when the counted run is kept already or this QEMU cannot load the plugin."""
+        try:
+            check_plugin_support(self.runner.emulator())
+        except ToolMissing:
+            return None
+        helper = build_plugin(self.store)
+        if self.runs.has(COUNTED, self.artifact, self.runner, self.inputs, helper):
+            return None
+        counts = scratch / "counts.txt"
+        return Counting(plugin_option(helper, counts, False),
+                        lambda outcome: self.runs.keep(COUNTED, self.artifact, self.runner, self.inputs, helper,
+                                                       outcome, counts))
