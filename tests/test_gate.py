@@ -2,6 +2,8 @@
 
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.judge.gate import DRAM_NOISE_LINES, DRAM_NOISE_PERCENT, GateResult, check_gate, check_traffic
+from pytest_rvv.judge.vectorization import VectorizationRecord
+from pytest_rvv.measure.dispatch_table import Counts
 
 RVV = BUILTIN_TARGETS["rv64gcv-zvl256b"]
 SCALAR = BUILTIN_TARGETS["rv64gc"]
@@ -107,10 +109,11 @@ def test_the_upgrade_review_ranks_added_work_first_then_less_work_then_code_size
     before, after = record(dispatch_0=(10, 100), dispatch_1=(50, 1000)), record(dispatch_0=(10, 80),
                                                                                 dispatch_1=(60, 1900))
     executed = check_gate(before, after, RVV, 5.0, work=True, added_work=5.0)
-    upgrade = ["IREE 3.12", "IREE 3.13"]
-    summary.results[("m", RVV.name, "executed")] = {"upgrade": upgrade, "work": executed.work, "churn": executed.churn}
-    summary.results[("m", RVV.name, "static")] = {"upgrade": upgrade, "instructions": 120, "vector": 30, "churn": 0,
-                                                  "recorded_totals": {"instructions": 100, "vector": 25}}
+    upgraded = ("IREE 3.12", "IREE 3.13")
+    summary.results[("m", RVV.name, "executed")] = VectorizationRecord(
+        "m", RVV.name, "executed", 2980, 70, upgrade=upgraded, work=tuple(executed.work), churn=executed.churn)
+    summary.results[("m", RVV.name, "static")] = VectorizationRecord(
+        "m", RVV.name, "static", 120, 30, upgrade=upgraded, recorded_totals=Counts(100, 25, True))
     assert summary.review_lines()[:7] == [
         "recorded with IREE 3.12; now IREE 3.13",
         "work added (instructions executed per dispatch, most added first):",

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_rvv.comparison.history import changes, drifts, judged, lineage, load, release_key, selection
 from pytest_rvv.config.targets import BUILTIN_TARGETS
-from pytest_rvv.measure.dispatch_table import DispatchRow, DispatchTable
+from pytest_rvv.measure.dispatch_table import DispatchCounts, DispatchRow, DispatchTable
 from pytest_rvv.report.history import history as report_history
 from pytest_rvv.report.history_page import change_lines, write
 
@@ -242,8 +242,7 @@ def test_a_real_sweep_over_three_releases_is_drawn_with_its_change_points_checke
 
 @pytest.mark.parametrize("metric", ["executed", "instructions", "spilled_registers"])
 def test_a_table_keeps_what_was_not_measured_as_none(metric):
-    table = DispatchTable.from_snapshots("m", "t", None, {"dispatches": {"dispatch_0": {"instructions": 5,
-                                                                                       "vector": 1}}})
+    table = DispatchTable.from_counts("m", "t", None, {"dispatch_0": DispatchCounts(5, 1)})
     assert table.rows[0].executed == 5
     assert (getattr(table.rows[0], metric) is None) == (metric != "executed")
     assert DispatchTable.from_json(table.to_json()) == table

@@ -10,7 +10,9 @@ from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.judge.gate import check_gate
+from pytest_rvv.judge.vectorization import VectorizationRecord
 from pytest_rvv.measure.disassembly import Instruction
+from pytest_rvv.measure.dispatch_table import DispatchCounts
 from pytest_rvv.measure.executed import measure_executed
 from pytest_rvv.measure.spills import spill_sites
 from pytest_rvv.measure.static import analyze
@@ -135,8 +137,9 @@ def test_the_stats_regex_reads_llvms_line():
 
 
 def test_the_vectorization_section_names_the_dispatches_that_spill():
-    record = {"vector": 5, "instructions": 11, "not_vectorized": [], "improvements": [], "changes": [],
-              "dispatches": {"dispatch_0_matmul": {"instructions": 10, "vector": 5, "spills": 56},
-                             "dispatch_1_add": {"instructions": 1, "vector": 0, "spills": 0}}}
+    record = VectorizationRecord("m", "rv64gcv-zvl256b", "static", 11, 5,
+                                 {"dispatch_0_matmul": DispatchCounts(10, 5, spills=56),
+                                  "dispatch_1_add": DispatchCounts(1, 0, spills=0)})
+    assert VectorizationRecord.from_json(record.to_json()) == record  # as it crosses from an xdist worker
     lines = cell_lines({("m", "rv64gcv-zvl256b", "static"): record})
     assert lines[1] == "    spills vector registers in 1 of 2 dispatches (56 registers stored): dispatch_0_matmul (56)"

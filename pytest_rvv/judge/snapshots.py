@@ -16,7 +16,8 @@ from syrupy.location import PyTestLocation
 from pytest_rvv.config.targets import Target
 from pytest_rvv.judge.gate import GateResult, check_gate
 from pytest_rvv.judge.outcome import FAILED, PASSED, Verdict
-from pytest_rvv.measure.dispatch_table import CountsSnapshot
+from pytest_rvv.judge.vectorization import VectorizationRecord
+from pytest_rvv.measure.dispatch_table import CountsSnapshot, DispatchCounts
 
 
 class SnapshotFiles(JSONSnapshotExtension):
@@ -149,20 +150,15 @@ def check_vectorization(
             failures = [f"differs from the recorded snapshot (--rvv-strict-baselines): "
                         f"{'; '.join(verdict.improvements + verdict.changes) or 'counts changed'}"]
     counts = CountsSnapshot.from_json(current)
-    record = {
-        "model": model, "target": target.name, "kind": kind,
-        "vector": counts.totals.vector, "instructions": counts.totals.instructions,
-        "not_vectorized": current.get("not_vectorized", []) if target.has_vector else [],
-        "improvements": verdict.improvements, "changes": verdict.changes + notes,
-        "upgrade": [recorded_with, toolchain] if upgrade else None, "work": verdict.work, "churn": verdict.churn,
-        "recorded_totals": previous["totals"] if previous else None,
-        "one_time": one_time,
+    record = VectorizationRecord(
+        model, target.name, kind, counts.totals.instructions, counts.totals.vector,
         # for the HTML report's dispatch table and results.json's dispatch tables (measure/dispatch_table.py)
-        "dispatches": {k: {"instructions": d.instructions, "vector": d.vector}
-                       | ({"spills": d.spilled} if counts.spills_counted else {})
-                       | ({"ukernels": list(d.ukernels)} if d.ukernels else {})
-                       for k, d in counts.dispatches.items()},
-    }
+        {k: DispatchCounts(d.instructions, d.vector, d.spilled if counts.spills_counted else None, d.ukernels)
+         for k, d in counts.dispatches.items()},
+        tuple(current.get("not_vectorized", [])) if target.has_vector else (),
+        tuple(verdict.improvements), tuple(verdict.changes + notes),
+        (str(recorded_with), str(toolchain)) if upgrade else None, tuple(verdict.work), verdict.churn,
+        CountsSnapshot.from_json(previous).totals if previous else None, one_time).to_json()
     if not failures:
         return SnapshotVerdict(PASSED, "", {"vectorization": record}, gate=verdict)
     failure = (f"{kind} vectorization regression: {model} on {target.name}\n"

@@ -92,26 +92,48 @@ class DispatchTable:
                    tuple(DispatchRow.from_json(row) for row in data.get("dispatches", ())))
 
     @classmethod
-    def from_snapshots(cls, model: str, target: str, static: Mapping[str, Any] | None,
-                       executed: Mapping[str, Any] | None) -> DispatchTable:
-        """The table from a cell's static and executed snapshot records (``dispatches``: name -> counts)."""
+    def from_counts(cls, model: str, target: str, static: Mapping[str, DispatchCounts] | None,
+                    executed: Mapping[str, DispatchCounts] | None, one_time: Mapping[str, int] | None = None
+                    ) -> DispatchTable:
+        """The table from a cell's static and executed counts per dispatch (the vectorization gate's records) and what
+        its load alone executes (``one_time``: None where the load was not counted)."""
         rows: dict[str, DispatchRow] = {}
-        for kind, record in ((STATIC, static), (EXECUTED, executed)):
-            for name, entry in ((record or {}).get("dispatches") or {}).items():
+        for kind, counts in ((STATIC, static), (EXECUTED, executed)):
+            for name, entry in (counts or {}).items():
                 row = rows.get(name, DispatchRow(name))
-                if entry.get("ukernels"):
-                    row = replace(row, ukernels=tuple(entry["ukernels"]))
-                spills = entry.get("spills")
+                if entry.ukernels:
+                    row = replace(row, ukernels=entry.ukernels)
                 if kind == STATIC:
-                    row = replace(row, instructions=entry["instructions"], vector=entry["vector"],
-                                  spilled_registers=spills if spills is not None else None)
+                    row = replace(row, instructions=entry.instructions, vector=entry.vector,
+                                  spilled_registers=entry.spills)
                 else:
-                    once = record.get("one_time") if record else None
-                    row = replace(row, executed=entry["instructions"], executed_vector=entry["vector"],
-                                  executed_spills=spills if spills is not None else None,
-                                  one_time=None if once is None else int(once.get(name, 0)))
+                    row = replace(row, executed=entry.instructions, executed_vector=entry.vector,
+                                  executed_spills=entry.spills,
+                                  one_time=None if one_time is None else int(one_time.get(name, 0)))
                 rows[name] = row
         return cls(model, target, tuple(rows[k] for k in sorted(rows, key=natural_order)))
+
+
+@dataclass(frozen=True)
+class DispatchCounts:
+    """One dispatch's counts in a vectorization record: instructions, vector instructions, the vector registers its
+    spills store (static) or move (executed) where spills were counted, and the microkernels inlined into it."""
+
+    instructions: int
+    vector: int
+    spills: int | None = None
+    ukernels: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return ({"instructions": self.instructions, "vector": self.vector}
+                | ({"spills": self.spills} if self.spills is not None else {})
+                | ({"ukernels": list(self.ukernels)} if self.ukernels else {}))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DispatchCounts:
+        spills = data.get("spills")
+        return cls(int(data["instructions"]), int(data["vector"]), None if spills is None else int(spills),
+                   tuple(data.get("ukernels", ())))
 
 
 @dataclass(frozen=True)

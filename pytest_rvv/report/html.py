@@ -28,6 +28,8 @@ from pytest_rvv.comparison.history import load as load_history
 from pytest_rvv.comparison.kernels import kernel_changes_table
 from pytest_rvv.comparison.report import added_by_dispatch, added_work, comparison_status, ranked
 from pytest_rvv.judge.baselines import PERF_BASELINES
+from pytest_rvv.judge.vectorization import EXECUTED, STATIC, Records
+from pytest_rvv.judge.vectorization import dispatch_table as records_table
 from pytest_rvv.measure.dispatch_table import DispatchTable
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.measure.silicon import WHAT_IT_IS
@@ -141,9 +143,7 @@ def sweep_changes(folder: Path, cells: list[tuple[str, str]]) -> list[str]:
 def dispatch_tables(sections: Sections) -> list[DispatchTable]:
     """Each vectorization-checked cell's dispatch table, from its static and executed records."""
     cells = sorted({(model, target) for model, target, _ in sections.vectorization})
-    records = sections.vectorization
-    return [DispatchTable.from_snapshots(model, target, records.get((model, target, "static")),
-                                         records.get((model, target, "executed"))) for model, target in cells]
+    return [records_table(sections.vectorization, model, target) for model, target in cells]
 
 
 class RunReport:
@@ -287,12 +287,11 @@ def _llvm_mca() -> str:
     return mca_version(find_mca())
 
 
-def dispatch_table(vectorization: dict[tuple[str, str, str], dict[str, Any]], perf: PerfResult | None,
+def dispatch_table(vectorization: Records, perf: PerfResult | None,
                    model: str, target: str, lanes: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Per dispatch: static and executed counts, executed vector share, vector registers spilled, lane occupancy and
     estimated cycles (most work first). Occupancy exists only for an RVV target's run with elements counted."""
-    table = DispatchTable.from_snapshots(model, target, vectorization.get((model, target, "static")),
-                                         vectorization.get((model, target, "executed")))
+    table = records_table(vectorization, model, target)
     silicon = perf.silicon if perf is not None else {}
     occupancy = (lanes or {}).get("dispatches") or {}
     rows = []
@@ -318,7 +317,7 @@ def _png(plt: Any, fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def plots(perf: dict[tuple[str, str], PerfResult], vectorization: dict[tuple[str, str, str], dict[str, Any]],
+def plots(perf: dict[tuple[str, str], PerfResult], vectorization: Records,
           lanes_by_cell: dict[tuple[str, str], dict[str, Any]] | None = None,
           pairs: list[tuple[str, str]] | None = None,
           kernel_entries: list[dict[str, Any]] | None = None,
@@ -330,8 +329,7 @@ def plots(perf: dict[tuple[str, str], PerfResult], vectorization: dict[tuple[str
     import matplotlib.pyplot as plt
 
     out = []
-    shares = {(m, t): 100 * r["vector"] / r["instructions"] for (m, t, k), r in vectorization.items()
-              if k == "static" and r.get("instructions")}
+    shares = {(m, t): r.share for (m, t, k), r in vectorization.items() if k == STATIC and r.instructions}
     if shares:
         out.append(("Static vector share per model x target (%)", _bars(plt, shares)))
     if against_rv64gc(perf):  # what holds on silicon: the first plot
@@ -361,13 +359,13 @@ def plots(perf: dict[tuple[str, str], PerfResult], vectorization: dict[tuple[str
     if against_rv64gc(perf):
         out.append(("Emulated speedup vs rv64gc (QEMU time: not silicon time, it inverts the truth for vector code)",
                     _png(plt, emulated_speedup_figure(plt, perf))))
-    mixes = {(m, t): r for (m, t, k), r in vectorization.items() if k == "executed" and r.get("dispatches")}
+    mixes = {(m, t): r for (m, t, k), r in vectorization.items() if k == EXECUTED and r.dispatches}
     for (model, target), record in sorted(mixes.items())[:6]:
-        top = sorted(record["dispatches"].items(), key=lambda kv: -kv[1]["instructions"])[:10]
+        top = sorted(record.dispatches.items(), key=lambda kv: -kv[1].instructions)[:10]
         fig, ax = plt.subplots(figsize=(7, 2.8))
         names = [k.split("_", 2)[-1][:28] or k for k, _ in top]
-        vector = [d["vector"] for _, d in top]
-        scalar = [d["instructions"] - d["vector"] for _, d in top]
+        vector = [d.vector for _, d in top]
+        scalar = [d.instructions - d.vector for _, d in top]
         ax.barh(names, scalar, label="scalar")
         ax.barh(names, vector, left=scalar, label="vector")
         ax.invert_yaxis()

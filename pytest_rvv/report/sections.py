@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_rvv.judge.vectorization import Records
 from pytest_rvv.measure.performance import PerfResult
 
 Cell = tuple[str, str]  # (model, or "conformance" / an estimator row, target)
@@ -30,7 +31,7 @@ class Sections:
     kernels: list[dict[str, Any]] = field(default_factory=list)  # the kernel dashboard (report/kernels.py)
     kernel_cells: int = 0  # the kernel suite's selected cells
     estimator: list[dict[str, Any]] = field(default_factory=list)  # the estimator against published timings
-    vectorization: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # (model, target, kind)
+    vectorization: Records = field(default_factory=dict)  # (model, target, kind) -> the gate's record
     unused_snapshots: list[Path] = field(default_factory=list)  # snapshots of unregistered models or targets
     lanes: dict[Cell, dict[str, Any]] = field(default_factory=dict)  # lane occupancy of report runs per cell
     agreement: dict[Cell, float] = field(default_factory=dict)  # max abs error against onnxruntime per cell

@@ -109,7 +109,7 @@ def vectorization_lines(s: Sections, verbose: bool) -> list[str]:
     """How many results were checked against their snapshots; by default the changed ones (-v: every one above)."""
     kinds = [kind for _, _, kind in s.vectorization]
     counted = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(sorted(kinds)))
-    changed = {key: r for key, r in s.vectorization.items() if r["improvements"] or r["changes"]}
+    changed = {key: r for key, r in s.vectorization.items() if r.changed}
     head = (f"vectorization: {len(s.vectorization)} results ({counted}) of {_cells(s.vectorization)}: "
             + (f"{len(changed)} changed" + (" (above)" if verbose else "") if changed else "nothing changed"))
     if verbose or not changed:

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
-from pytest_rvv.judge.gate import SMALL_DISPATCH_SHARE, counts_text, delta_text
+from pytest_rvv.judge.gate import SMALL_DISPATCH_SHARE, delta_text
+from pytest_rvv.judge.vectorization import STATIC, Records, VectorizationRecord
 
 SHOWN_PER_CASE = 8
 REVIEW_SHOWN = 15
@@ -22,7 +23,7 @@ class VectorizationSummary:
     def __init__(self, rootpath: Path, known_ids: set[str]) -> None:
         self.rootpath = rootpath
         self.known_ids = known_ids  # "<model>-<target>" for every registered model and target
-        self.results: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.results: Records = {}
         self.snapshot_globs: set[tuple[Path, str]] = set()
         self.broken: dict[Path, bytes] = {}  # damaged snapshot files, as they were
         self.lanes: dict[tuple[str, str], dict[str, Any]] = {}  # lane occupancy of counted runs, per cell
@@ -46,8 +47,9 @@ class VectorizationSummary:
         if record.broken_snapshot is not None:
             path, data = record.broken_snapshot
             self.broken[Path(path)] = bytes.fromhex(data)
-        if (value := record.vectorization) is not None:
-            self.results[(value["model"], value["target"], value.get("kind", "static"))] = value
+        if record.vectorization is not None:
+            value = VectorizationRecord.from_json(record.vectorization)
+            self.results[(value.model, value.target, value.kind)] = value
             module = self.rootpath / report.location[0]
             function = report.location[2].split("[")[0]
             self.snapshot_globs.add((module.parent / "__snapshots__" / module.stem, function))
@@ -72,36 +74,32 @@ class VectorizationSummary:
         return review_lines(self.results)
 
 
-Results = dict[tuple[str, str, str], dict[str, Any]]  # (model, target, kind) -> the gate's record
-
-
-def cell_lines(results: Results, changed_only: bool = False) -> list[str]:
+def cell_lines(results: Records, changed_only: bool = False) -> list[str]:
     """Per model x target x kind: its vector share, then what is not vectorized, what improved and what changed.
 
     ``changed_only``: only the results with an improvement or a change, and only those details (a quiet run's
     summary)."""
     out: list[str] = []
     for (model, target, kind), r in sorted(results.items()):
-        if changed_only and not (r["improvements"] or r["changes"]):
+        if changed_only and not r.changed:
             continue
-        share = 100.0 * r["vector"] / r["instructions"] if r["instructions"] else 0.0
-        what = "static instructions" if kind == "static" else "instructions executed in dispatches"
-        head = f"{model} @ {target}: {r['vector']}/{r['instructions']} {what} vector ({share:.1f}%)"
+        what = "static instructions" if kind == STATIC else "instructions executed in dispatches"
+        head = f"{model} @ {target}: {r.vector}/{r.instructions} {what} vector ({r.share:.1f}%)"
         details = []
-        missing = r["not_vectorized"]
+        missing = r.not_vectorized
         if missing and not changed_only:
             shown = ", ".join(missing[:SHOWN_PER_CASE])
             more = f" and {len(missing) - SHOWN_PER_CASE} more" if len(missing) > SHOWN_PER_CASE else ""
             details.append(f"    not vectorized ({len(missing)}): {shown}{more}")
-        spilling = {k: d["spills"] for k, d in r.get("dispatches", {}).items() if d.get("spills")}
+        spilling = {k: d.spills for k, d in r.dispatches.items() if d.spills}
         if spilling and not changed_only:
-            verb = "stored" if kind == "static" else "moved"
+            verb = "stored" if kind == STATIC else "moved"
             shown = ", ".join(f"{k} ({n})" for k, n in sorted(spilling.items(), key=lambda kv: -kv[1])[:SHOWN_PER_CASE])
             more = f" and {len(spilling) - SHOWN_PER_CASE} more" if len(spilling) > SHOWN_PER_CASE else ""
-            details.append(f"    spills vector registers in {len(spilling)} of {len(r['dispatches'])} dispatches "
+            details.append(f"    spills vector registers in {len(spilling)} of {len(r.dispatches)} dispatches "
                            f"({sum(spilling.values())} registers {verb}): {shown}{more}")
-        details += [f"    improvement: {line}" for line in r["improvements"]]
-        details += [f"    change: {line}" for line in r["changes"][:SHOWN_PER_CASE]]
+        details += [f"    improvement: {line}" for line in r.improvements]
+        details += [f"    change: {line}" for line in r.changes[:SHOWN_PER_CASE]]
         out += [head, *details]
     return out
 
@@ -110,16 +108,16 @@ def unused_lines(paths: list[Path]) -> list[str]:
     return [f"unused snapshot (its model or target is not registered): {path}" for path in paths]
 
 
-def review_lines(results: Results) -> list[str]:
+def review_lines(results: Records) -> list[str]:
     """An upgrade review: executed work per dispatch ranked by what it adds, sizes, then churn in one line."""
-    upgraded = {k: r for k, r in results.items() if r.get("upgrade")}
+    upgraded = {k: r for k, r in results.items() if r.upgrade}
     if not upgraded:
         return []
-    toolchains = sorted({tuple(r["upgrade"]) for r in upgraded.values()})
+    toolchains = sorted({r.upgrade for r in upgraded.values() if r.upgrade})
     out = [f"recorded with {before}; now {now}" for before, now in toolchains]
     moves = sorted(((after - before, before, after, model, target, dispatch)
                     for (model, target, kind), r in upgraded.items() if kind == "executed"
-                    for dispatch, before, after in r.get("work", [])), reverse=True)
+                    for dispatch, before, after in r.work), reverse=True)
     added = [m for m in moves if m[0] > 0]
     removed = [m for m in reversed(moves) if m[0] < 0]
     for title, chosen in (("work added (instructions executed per dispatch, most added first)", added),
@@ -130,15 +128,13 @@ def review_lines(results: Results) -> list[str]:
                     for _, before, after, model, target, dispatch in chosen[:REVIEW_SHOWN]]
             if len(chosen) > REVIEW_SHOWN:
                 out.append(f"  ... and {len(chosen) - REVIEW_SHOWN} more")
-    sizes = [(model, target, r["recorded_totals"], r) for (model, target, kind), r in sorted(upgraded.items())
-             if kind == "static" and r.get("recorded_totals")
-             and (r["recorded_totals"]["instructions"], r["recorded_totals"]["vector"]) != (r["instructions"],
-                                                                                           r["vector"])]
+    sizes = [(model, target, r) for (model, target, kind), r in sorted(upgraded.items())
+             if kind == STATIC and r.resized]
     if sizes:
         out.append("code size (static instructions per model):")
-        out += [f"  {model} @ {target} {counts_text(before)} -> {counts_text(now)}"
-                for model, target, before, now in sizes]
-    churn = sum(r.get("churn", 0) for r in upgraded.values())
+        out += [f"  {model} @ {target} {r.recorded_totals.text() if r.recorded_totals else ''} -> "
+                f"{r.vector} vector of {r.instructions} instructions" for model, target, r in sizes]
+    churn = sum(r.churn for r in upgraded.values())
     out.append(f"churn: {churn} dispatch moves within the --rvv-added-work threshold (or under "
                f"{SMALL_DISPATCH_SHARE:.1%} of their model's work); vector share is shown above as a diagnostic")
     return out
