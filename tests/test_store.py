@@ -47,18 +47,20 @@ def test_entry_is_reused_and_reports_it(tmp_path):
     assert len(calls) == 1 and second.meta == {"n": 1}
 
 
+def write_hello(tmp: Path) -> dict:
+    """An entry's build: one file, ``f``, holding ``hello``."""
+    (tmp / "f").write_text("hello")
+    return {}
+
+
 def test_corrupt_entry_is_detected_and_rebuilt(tmp_path):
     store = Store(tmp_path)
     key = digest(["k"])
 
-    def build(tmp: Path) -> dict:
-        (tmp / "f").write_text("hello")
-        return {}
-
-    entry = store.get_or_build("ns", key, build)
+    entry = store.get_or_build("ns", key, write_hello)
     (entry.path / "f").write_text("hellO")  # same size, different content
     assert store.lookup("ns", key) is None
-    rebuilt = store.get_or_build("ns", key, build)
+    rebuilt = store.get_or_build("ns", key, write_hello)
     assert rebuilt.created and (rebuilt.path / "f").read_text() == "hello"
 
 
@@ -124,11 +126,7 @@ def test_an_entry_verified_once_is_trusted_by_its_files_stat_until_one_is_writte
     store = Store(tmp_path)
     key = digest(["k"])
 
-    def build(tmp: Path) -> dict:
-        (tmp / "f").write_text("hello")
-        return {}
-
-    entry = store.get_or_build("ns", key, build)
+    entry = store.get_or_build("ns", key, write_hello)
     time.sleep(0.1)
 
     def fresh_lookup() -> bool:  # as a new process does: nothing remembered in memory

@@ -229,23 +229,24 @@ class CellRuns:
 
     def has(self, kind: str) -> bool:
         """Whether the ``kind`` run (counted, elements, loaded) is kept already (False where QEMU loads no plugin)."""
-        try:
-            check_plugin_support(self.runner.emulator())
-        except ToolMissing:
-            return False
-        return self.runs.has(kind, self.artifact, self.runner, self.inputs, build_plugin(self.store))
+        helper = self._counter()
+        return helper is not None and self.runs.has(kind, self.artifact, self.runner, self.inputs, helper)
 
     def counting_along(self, scratch: Path) -> Counting | None:
         """How a run of this content that QEMU makes anyway (the memory-trace run) counts too, writing into
         ``scratch``: None when the counted run is kept already or this QEMU cannot load the plugin."""
-        try:
-            check_plugin_support(self.runner.emulator())
-        except ToolMissing:
-            return None
-        helper = build_plugin(self.store)
-        if self.runs.has(COUNTED, self.artifact, self.runner, self.inputs, helper):
+        helper = self._counter()
+        if helper is None or self.runs.has(COUNTED, self.artifact, self.runner, self.inputs, helper):
             return None
         counts = scratch / "counts.txt"
         return Counting(plugin_option(helper, counts, False),
                         lambda outcome: self.runs.keep(COUNTED, self.artifact, self.runner, self.inputs, helper,
                                                        outcome, counts))
+
+    def _counter(self) -> Path | None:
+        """The counting plugin, or None where this QEMU cannot load plugins."""
+        try:
+            check_plugin_support(self.runner.emulator())
+        except ToolMissing:
+            return None
+        return build_plugin(self.store)
