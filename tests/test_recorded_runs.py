@@ -201,8 +201,10 @@ def test_a_cell_traced_later_counts_in_its_traced_run_with_each_dispatch_as_coun
     before = session.runs.emulated
     along = measure_executed(cell, tmp_path / "along", traced_on="spacemit-x60")
     assert session.runs.emulated == before and along.checked.agreement.ok  # no counted run of its own
-    assert measure_traffic(cell, tmp_path / "traffic").dispatches  # the traced run, looked up
+    with cell.stages.time("traffic"):
+        assert measure_traffic(cell, tmp_path / "traffic").dispatches  # the traced run, looked up
     assert session.runs.emulated == before
+    assert session.stages.totals["traffic"][2:] == [1, 1]  # the profile: traced once, looked up once
     fresh = RecordedRuns(session.store, session.settings.timeout_s, fresh=True)
     alone = fresh.run(COUNTED, session.artifact(model, TARGET), runner, session.oracle(model).inputs,
                       len(session.oracle(model).outputs), build_plugin(session.store))

@@ -1,7 +1,9 @@
 """Where a session's time goes: wall and CPU time per pipeline stage, and what the cache saved.
 
 Each RvvSession keeps one Stages; the pipeline's steps time themselves (``with stages.time("compile")``)
-only when they really work, so a lookup costs nothing here and is counted as a hit. CPU time is this
+only when they really work, so a lookup costs nothing here and is counted as a hit; a timed step that found its
+result in the store (it counted a hit of its own stage while timed: a traced run kept already) counts as that hit,
+not as work, though its time (reading the result back) stays in the stage. CPU time is this
 process's plus its waited-for children's (iree-compile, QEMU, llvm-mca run as children). Each test's
 report carries its process's change since the previous report, so the controller sums xdist workers.
 """
@@ -39,13 +41,15 @@ class Stages:
     @contextmanager
     def time(self, stage: str) -> Iterator[None]:
         wall, cpu = time.perf_counter(), _cpu_s()
+        hits = self.totals.get(stage, [0.0, 0.0, 0, 0])[3]
         try:
             yield
         finally:
             row = self.totals.setdefault(stage, [0.0, 0.0, 0, 0])
             row[0] += time.perf_counter() - wall
             row[1] += _cpu_s() - cpu
-            row[2] += 1
+            if row[3] == hits:  # else it only looked its result up: the hit is counted already
+                row[2] += 1
 
     def hit(self, stage: str) -> None:
         self.totals.setdefault(stage, [0.0, 0.0, 0, 0])[3] += 1

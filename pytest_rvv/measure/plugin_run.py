@@ -60,6 +60,8 @@ def plugin_run(cell: Cell, runner: Runner, oracle: Oracle, workdir: Path, *, nam
     kept = runs.kept if runs is not None and runs.kept.store is cell.store else \
         KeptRuns(cell.store, fresh=runs is not None and runs.fresh)  # a cell handed another store keeps its runs there
     entry = kept.get_or_build(namespace, entry_key, emulate)
+    if not entry.created:  # the stage of the same name (traffic, threads) counts a lookup as a hit, not as work
+        cell.stages.hit(namespace)
     return PluginRun(entry.file(output), float(entry.meta["wall_s"]))
 
 
