@@ -57,7 +57,7 @@ from pytest_rvv.measure.performance import (
 from pytest_rvv.measure.static import analyze
 from pytest_rvv.measure.walltime import estimate_cell
 from pytest_rvv.model.model import Model
-from pytest_rvv.report.kernels import Published
+from pytest_rvv.report.kernels import PinnedRow, Published
 from pytest_rvv.run.choice import TargetRefused
 from pytest_rvv.run.ort_harness import PeerRejected
 from pytest_rvv.run.peer import ONNXRUNTIME, PEERS, PeerRuns
@@ -419,9 +419,9 @@ def rvv_wall_row(rvv_session: RvvSession, tmp_path: Path, record_property: Any) 
                 pytest.skip(str(exc))
         estimated = walls[0].seconds / walls[1].seconds
         hidden = walls[0].overlapped_seconds / walls[1].overlapped_seconds  # a diagnostic: which term decides
-        pinned = {} if row.toolchain.release is None else {"published_row": {  # the calibration view shows it
-            "id": row.id, "compiler": session.toolchain.compiler_version, "wall_ms": [1e3 * w.seconds for w in walls],
-            "wall_hidden_ms": [1e3 * w.overlapped_seconds for w in walls], "bound_by": [w.bound_by for w in walls]}}
+        pinned = {} if row.toolchain.release is None else {"published_row": PinnedRow(  # the calibration view shows it
+            row.id, session.toolchain.compiler_version, [1e3 * w.seconds for w in walls],
+            [1e3 * w.overlapped_seconds for w in walls], [w.bound_by for w in walls]).to_json()}
         _judged(wall_row_verdict(f"{row.row} {row.shape} {row.over[0]} / {row.over[1]}, {row.config.threads} "
                                  f"thread(s), {row.source.split(' (')[0]}, compiled with "
                                  + (f"the toolchain under test ({session.toolchain.release})"

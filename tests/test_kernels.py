@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -234,7 +235,7 @@ def test_traffic_per_call_leaves_out_dispatches_that_ran_only_while_the_module_l
     """A constant weight's packing runs once at load (``at_load``): one call's DRAM bytes and misses are the other
     dispatches'; a cell whose traffic was not measured has none (the dashboard shows -)."""
     from pytest_rvv.measure.performance import PerfResult
-    from pytest_rvv.report.kernels import dashboard_table
+    from pytest_rvv.report.kernels import KernelEntry, KernelPath, dashboard_table
 
     figures = {"bytes_loaded": 0, "bytes_stored": 0, "l1_misses": 0}
     record = PerfResult("mm-f32-1x896x896", "rv64gcv-zvl256b-mmt4d", traffic={"spacemit-x60": {
@@ -244,10 +245,9 @@ def test_traffic_per_call_leaves_out_dispatches_that_ran_only_while_the_module_l
     assert record.per_call_traffic("spacemit-x60") == figures | {"l2_misses": 50, "dram_bytes": 60 * 64}
     assert PerfResult.from_json(record.to_json()).traffic == record.traffic
     assert PerfResult("m", "t").per_call_traffic("spacemit-x60") is None
-    path = {"est_cycles": 1e6, "est_vs_default": 1.0, "one_time_est_cycles": 0, "vsetvl": 0, "vrgather": 0}
-    entry = {"row": "f32", "shape": "1x896x896", "inner_over_mmt4d": {"est_cycles": None, "executed": None},
-             "paths": {"default": path | {"dram_bytes": None, "l2_misses": None},
-                       "mmt4d": path | {"dram_bytes": 60 * 64, "l2_misses": 50}}}
+    path = KernelPath("t", 1e6, 1e6, 0, 0, None, None, 0, 0, 0, None, None, None, 1.0, 1.0)
+    entry = KernelEntry("f32", "1x896x896", "mm-f32-1x896x896", "spacemit-x60",
+                        {"default": path, "mmt4d": dataclasses.replace(path, dram_bytes=60 * 64, l2_misses=50)})
     assert dashboard_table([entry])[-1].endswith("| - | 4 / 0.1 |")
 
 
@@ -266,9 +266,10 @@ def test_the_dashboard_shows_est_wall_ms_at_1_and_8_threads_and_what_bounds_it_w
     assert PerfResult.from_json(records[next((c.model.name, c.target.name) for c in chosen.cells
                                              if c.path == "mmt4d")].to_json()).wall == wall
     (entry,) = dashboard(chosen.cells, records)
-    assert entry["paths"]["mmt4d"]["est_wall_ms"] == {"1": 4.0, "8": 1.5}
-    assert entry["paths"]["mmt4d"]["bound_by"] == {"1": "compute", "8": "DRAM"}
-    assert "est_wall_ms" not in entry["paths"]["default"]
+    assert entry.paths["mmt4d"].wall is not None and entry.paths["mmt4d"].wall.ms == {"1": 4.0, "8": 1.5}
+    assert entry.paths["mmt4d"].wall.bound_by == {"1": "compute", "8": "DRAM"}
+    assert "est_wall_ms" not in entry.to_json()["paths"]["default"]
+    assert entry.to_json()["paths"]["mmt4d"]["est_wall_ms"] == {"1": 4.0, "8": 1.5}
     header, _, line = dashboard_table([entry])
     columns = [c.strip() for c in header.strip("|").split("|")]
     values = dict(zip(columns, (c.strip() for c in line.strip("|").split("|")), strict=True))
@@ -289,7 +290,7 @@ def test_a_kernel_cell_measured_on_silicon_stands_in_the_calibration_view_beside
     records = {(c.model.name, c.target.name): PerfResult(c.model.name, c.target.name, calibration=runs.get(c.path))
                for c in chosen.cells}
     (row,) = calibration(dashboard(chosen.cells, records))
-    assert row["silicon_runs"] == [
+    assert row.to_json()["silicon_runs"] == [
         {"core": "spacemit-x60", "threads": 1, "measured_ms": 1.0, "in_core_ms": 0.8, "in_core_error_percent": -20.0,
          "wall_ms": 1.1, "bound_by": "DRAM", "wall_error_percent": 10.0},
         {"core": "spacemit-x60", "threads": 1, "measured_ms": 1.0, "in_core_ms": 2.0, "in_core_error_percent": 100.0}]
@@ -298,8 +299,7 @@ def test_a_kernel_cell_measured_on_silicon_stands_in_the_calibration_view_beside
                            "and est. wall ms (bound by), each one's error |")
     assert line.endswith("| measured 1 ms; in-core est. 0.8 ms (-20 %); est. wall 1.1 ms, bound by DRAM (+10 %) ; "
                          "measured 1 ms; in-core est. 2 ms (+100 %); est. wall - |")
-    del row["silicon_runs"]
-    assert "the bundle" not in calibration_table([row])[0]
+    assert "the bundle" not in calibration_table([dataclasses.replace(row, silicon=None)])[0]
 
 
 def test_a_published_row_is_a_test_only_where_both_its_cells_are_selected():
@@ -508,17 +508,20 @@ def test_a_published_row_whose_release_cannot_be_fetched_skips_with_one_line_nam
 def test_a_pinned_rows_estimate_reaches_the_calibration_view_even_without_a_current_cell_beside_it():
     """Run alone (``-k iree3.12.0``) the pinned rows' tests leave their estimates and no dashboard entry: the
     calibration view still shows each, and the dashboard shows no empty row for it."""
-    from pytest_rvv.report.kernels import calibration_table, dashboard_table, with_pinned
+    from pytest_rvv.report.kernels import PinnedRow, calibration_table, dashboard_table, with_pinned
 
     row = "f32-256x256x256-inner-tiled-over-ukernels-all-iree3.12.0"
-    pinned = {row: {"id": row, "compiler": "IREE compiler version 3.12.0rc20260917 @ 2b05c5db",
-                    "wall_ms": [2.456, 1.198], "wall_hidden_ms": [2.291, 0.916], "bound_by": ["compute", "compute"]}}
-    entries = with_pinned([], pinned)
+    recorded = {"id": row, "compiler": "IREE compiler version 3.12.0rc20260917 @ 2b05c5db",
+                "wall_ms": [2.456, 1.198], "wall_hidden_ms": [2.291, 0.916], "bound_by": ["compute", "compute"]}
+    assert PinnedRow.from_json(recorded).to_json() == recorded  # what its test leaves in the record, read back
+    entries = with_pinned([], {row: PinnedRow.from_json(recorded)})
     assert dashboard_table(entries) == []
     (shown,) = calibration(entries)
-    assert shown["toolchain"] == "3.12.0" and shown["wall_estimated"] == pytest.approx(2.456 / 1.198)
-    assert shown["wall_error_percent"] == pytest.approx(10.8, abs=0.1) and shown["expected_miss"] is None
-    assert shown["wall_latency_hidden"] == pytest.approx(2.291 / 0.916)
+    written = shown.to_json()  # results.json's row
+    assert written["toolchain"] == "3.12.0" and written["wall_estimated"] == pytest.approx(2.456 / 1.198)
+    assert written["wall_error_percent"] == pytest.approx(10.8, abs=0.1) and written["expected_miss"] is None
+    assert written["wall_latency_hidden"] == pytest.approx(2.291 / 0.916)
+    assert written["compiler"].startswith("IREE compiler version 3.12.0") and written["estimated"] is None
     line = calibration_table([shown])[-1]
     assert "| 2.05x (2.456 / 1.198 ms); DRAM latency hidden 2.50x | +11 % | compute / compute | - |" in line
     assert "compiled with iree-base-compiler==3.12.0 (IREE compiler version 3.12.0rc20260917" in line

@@ -320,7 +320,7 @@ def _png(plt: Any, fig: Any) -> str:
 def plots(perf: dict[tuple[str, str], PerfResult], vectorization: Records,
           lanes_by_cell: dict[tuple[str, str], dict[str, Any]] | None = None,
           pairs: list[tuple[str, str]] | None = None,
-          kernel_entries: list[dict[str, Any]] | None = None,
+          kernel_entries: list[kernels.KernelEntry] | None = None,
           comparisons: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
     """(title, data URL) of the plots a person reads faster than tables, each only when its data exists."""
     import matplotlib

@@ -8,7 +8,7 @@ executed instructions, vsetvl*/vrgather executed per dispatch) and ``PUBLISHED``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_rvv.config.cores import CORES
@@ -195,62 +195,171 @@ def _x(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.2f}x"
 
 
-def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResult]) -> list[dict[str, Any]]:
-    """One entry per row x shape: each path's estimated cycles and executed instructions per call, vector share,
-    vsetvl* and vrgather executed, DRAM bytes and L2 misses per call on the row's core's modelled caches (one thread;
-    None when not measured), its ratio to the default path, and inner-tiled / mmt4d (results.json's ``kernels``);
-    beside them what the module load does once (packing constant weights) and IREE's peak allocation."""
+@dataclass(frozen=True)
+class PathWall:
+    """A path's estimated wall time of one call per thread count (``"1"``, ``"8"``), what bounds it at each, and the
+    same with every DRAM miss's latency hidden (measure/walltime.py)."""
+
+    ms: dict[str, float]
+    bound_by: dict[str, str]
+    hidden_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class KernelPath:
+    """One path of a row x shape: per call, the estimated cycles on the row's core and executed instructions, what the
+    module load does once, the dispatches' vector share, vsetvl*, vrgather and spilled vector registers executed, the
+    matmul's workgroups, DRAM bytes and L2 misses on the core's modelled caches (one thread; None: not measured), and
+    its ratios to the default path; a run on silicon (a bundle's) and the estimated wall time when there are."""
+
+    target: str
+    est_cycles: float | None
+    executed: float | None
+    one_time_est_cycles: float
+    one_time_executed: float
+    iree_peak_bytes: float | None
+    vector_percent: float | None
+    vsetvl: int
+    vrgather: int
+    spilled_registers: int
+    workgroups: int | None
+    dram_bytes: float | None
+    l2_misses: float | None
+    est_vs_default: float | None
+    executed_vs_default: float | None
+    silicon: CalibrationPoint | None = None
+    wall: PathWall | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """results.json's path record (``kernels.dashboard[].paths``)."""
+        out: dict[str, Any] = {
+            "target": self.target, "est_cycles": self.est_cycles, "executed": self.executed,
+            "one_time_est_cycles": self.one_time_est_cycles, "one_time_executed": self.one_time_executed,
+            "iree_peak_bytes": self.iree_peak_bytes, "vector_percent": self.vector_percent, "vsetvl": self.vsetvl,
+            "vrgather": self.vrgather, "spilled_registers": self.spilled_registers, "workgroups": self.workgroups,
+            "dram_bytes": self.dram_bytes, "l2_misses": self.l2_misses, "est_vs_default": self.est_vs_default,
+            "executed_vs_default": self.executed_vs_default}
+        if self.silicon is not None:
+            out["silicon_run"] = silicon_run(self.silicon)
+        if self.wall is not None:
+            out |= {"est_wall_ms": self.wall.ms, "bound_by": self.wall.bound_by,
+                    "est_wall_hidden_ms": self.wall.hidden_ms}
+        return out
+
+
+@dataclass(frozen=True)
+class PeerBeside:
+    """A peer's call beside a row x shape's paths (its work is the same on every path's target)."""
+
+    peer: str
+    est_cycles: float | None
+    executed: float | None
+    vector_percent: float | None
+    est_vs_default: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"peer": self.peer, "est_cycles": self.est_cycles, "executed": self.executed,
+                "vector_percent": self.vector_percent, "est_vs_default": self.est_vs_default}
+
+
+@dataclass(frozen=True)
+class PinnedRow:
+    """A published row estimated with the release it is pinned to (its test records it): the compiler, and each side's
+    estimated wall ms at the source's threads (in the ratio's order), with DRAM latency hidden, and what bounds it."""
+
+    id: str
+    compiler: str
+    wall_ms: list[float]
+    wall_hidden_ms: list[float]
+    bound_by: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "compiler": self.compiler, "wall_ms": self.wall_ms,
+                "wall_hidden_ms": self.wall_hidden_ms, "bound_by": self.bound_by}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PinnedRow:
+        return cls(data["id"], data["compiler"], data["wall_ms"], data["wall_hidden_ms"], data["bound_by"])
+
+
+@dataclass
+class KernelEntry:
+    """One row x shape of the dashboard: its paths, inner-tiled / mmt4d (estimated cycles, executed), the peers beside
+    it and the estimates of its published rows pinned to another release. ``model`` is None for an entry that only
+    carries pinned rows (no cell of the toolchain under test ran it)."""
+
+    row: str
+    shape: str
+    model: str | None
+    core: str
+    paths: dict[str, KernelPath]
+    inner_over_mmt4d: tuple[float | None, float | None] = (None, None)
+    peers: dict[str, PeerBeside] = field(default_factory=dict)
+    pinned: dict[str, PinnedRow] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """results.json's entry (``kernels.dashboard[]``)."""
+        out: dict[str, Any] = {"row": self.row, "shape": self.shape}
+        if self.model is not None:
+            out["model"] = self.model
+        out |= {"core": self.core, "paths": {path: v.to_json() for path, v in self.paths.items()},
+                "inner_over_mmt4d": {"est_cycles": self.inner_over_mmt4d[0], "executed": self.inner_over_mmt4d[1]}}
+        if self.pinned:
+            out["pinned"] = {key: row.to_json() for key, row in self.pinned.items()}
+        if self.peers:
+            out["peers"] = {name: peer.to_json() for name, peer in self.peers.items()}
+        return out
+
+
+def dashboard(cells: Sequence[KernelCell], perf: dict[tuple[str, str], PerfResult]) -> list[KernelEntry]:
+    """One entry per row x shape, each path's facts (``KernelPath``) and inner-tiled / mmt4d, in the cells' order of
+    rows and shapes (results.json's ``kernels``)."""
     est = silicon_metric(CORE)
     entries = []
     for (row, shape), paths in _index(cells, perf).items():
-        entry: dict[str, Any] = {"row": row, "shape": shape, "model": next(iter(paths.values())).model,
-                                 "core": CORE, "paths": {}}
         base = paths.get(DEFAULT)
+        facts = {}
         for path, record in paths.items():
             metrics, watched = record.metrics, record.watched
             executed = _value(record, EXECUTED_DISPATCH_INSTRUCTIONS)
             total = metrics.get(EXECUTED_DISPATCH_INSTRUCTIONS)
             traffic = record.per_call_traffic(CORE) or {}
-            entry["paths"][path] = {
-                "target": record.target, "est_cycles": _value(record, est), "executed": executed,
-                "one_time_est_cycles": record.silicon_one_time.get(CORE, 0),
-                "one_time_executed": metrics.get(EXECUTED_ONE_TIME_INSTRUCTIONS, 0),
-                "iree_peak_bytes": metrics.get(IREE_PEAK_BYTES),
-                "vector_percent": round(100 * metrics.get(EXECUTED_DISPATCH_VECTOR, 0) / total, 1)
-                if total else None,
-                "vsetvl": sum(d.get("vsetvl", 0) for d in watched.values()),
-                "vrgather": sum(d.get("vrgather", 0) for d in watched.values()),
-                "spilled_registers": record.spilled_registers() or 0,
-                "workgroups": max((d.get("calls", 0) for k, d in watched.items() if "matmul" in k), default=None),
-                "dram_bytes": traffic.get("dram_bytes"), "l2_misses": traffic.get("l2_misses"),
-                "est_vs_default": ratio(_value(record, est), _value(base, est)),
-                "executed_vs_default": ratio(executed, _value(base, EXECUTED_DISPATCH_INSTRUCTIONS)),
-            }
-            if record.calibration is not None:  # measured on silicon (a bundle's results): beside its estimates
-                entry["paths"][path]["silicon_run"] = silicon_run(record.calibration)
-            if wall := record.wall.get(CORE):  # the estimated wall time of one call, per thread count
-                entry["paths"][path] |= {"est_wall_ms": {t: w["seconds"] * 1e3 for t, w in wall.items()},
-                                         "bound_by": {t: w["bound_by"] for t, w in wall.items()},
-                                         "est_wall_hidden_ms": {t: w["latency_hidden_s"] * 1e3 for t, w in wall.items()
-                                                                if "latency_hidden_s" in w}}
+            wall = record.wall.get(CORE)  # the estimated wall time of one call, per thread count
+            facts[path] = KernelPath(
+                target=record.target, est_cycles=_value(record, est), executed=executed,
+                one_time_est_cycles=record.silicon_one_time.get(CORE, 0),
+                one_time_executed=metrics.get(EXECUTED_ONE_TIME_INSTRUCTIONS, 0),
+                iree_peak_bytes=metrics.get(IREE_PEAK_BYTES),
+                vector_percent=round(100 * metrics.get(EXECUTED_DISPATCH_VECTOR, 0) / total, 1) if total else None,
+                vsetvl=sum(d.get("vsetvl", 0) for d in watched.values()),
+                vrgather=sum(d.get("vrgather", 0) for d in watched.values()),
+                spilled_registers=record.spilled_registers() or 0,
+                workgroups=max((d.get("calls", 0) for k, d in watched.items() if "matmul" in k), default=None),
+                dram_bytes=traffic.get("dram_bytes"), l2_misses=traffic.get("l2_misses"),
+                est_vs_default=ratio(_value(record, est), _value(base, est)),
+                executed_vs_default=ratio(executed, _value(base, EXECUTED_DISPATCH_INSTRUCTIONS)),
+                silicon=record.calibration,  # measured on silicon (a bundle's results): beside its estimates
+                wall=PathWall({t: w["seconds"] * 1e3 for t, w in wall.items()},
+                              {t: w["bound_by"] for t, w in wall.items()},
+                              {t: w["latency_hidden_s"] * 1e3 for t, w in wall.items() if "latency_hidden_s" in w})
+                if wall else None)
         inner, mmt4d = paths.get("inner-tiled"), paths.get("mmt4d")
-        entry["inner_over_mmt4d"] = {"est_cycles": ratio(_value(inner, est), _value(mmt4d, est)),
-                                     "executed": ratio(_value(inner, EXECUTED_DISPATCH_INSTRUCTIONS),
-                                                       _value(mmt4d, EXECUTED_DISPATCH_INSTRUCTIONS))}
-        entries.append(entry)
+        entries.append(KernelEntry(row, shape, next(iter(paths.values())).model, CORE, facts, (
+            ratio(_value(inner, est), _value(mmt4d, est)),
+            ratio(_value(inner, EXECUTED_DISPATCH_INSTRUCTIONS), _value(mmt4d, EXECUTED_DISPATCH_INSTRUCTIONS)))))
     order = {name: i for i, name in enumerate(dict.fromkeys(c.row for c in cells))}
     shapes = {name: i for i, name in enumerate(dict.fromkeys(c.shape.name for c in cells))}
-    return sorted(entries, key=lambda e: (order.get(e["row"], 0), shapes.get(e["shape"], 0)))
+    return sorted(entries, key=lambda e: (order.get(e.row, 0), shapes.get(e.shape, 0)))
 
 
-def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
+def dashboard_table(entries: list[KernelEntry]) -> list[str]:
     """Markdown: est. X60 Mcycles per path (ratio to default), inner-tiled / mmt4d, vsetvl/vrgather per path (an
     entry that only carries pinned rows' estimates, ``with_pinned``, has no row here)."""
-    entries = [e for e in entries if e["paths"]]
+    entries = [e for e in entries if e.paths]
     if not entries:
         return []
-    paths = [p for p in PATHS if any(p in e["paths"] for e in entries)]
-    peers = sorted({name for e in entries for name in e.get("peers", {})})
+    paths = [p for p in PATHS if any(p in e.paths for e in entries)]
+    peers = sorted({name for e in entries for name in e.peers})
     header = ["Row", "Shape", *(f"{p} est. Mcycles per call (vs default)" for p in paths),
               *(f"peer {name} est. Mcycles per call (vs default)" for name in peers), "inner/mmt4d est.",
               "inner/mmt4d executed", *(f"{p} est. wall ms 1 / {WALL_AT} threads (bound by)" for p in paths),
@@ -258,33 +367,31 @@ def dashboard_table(entries: list[dict[str, Any]]) -> list[str]:
               *(f"{p} DRAM KiB / L2 misses (k) per call" for p in paths)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for e in entries:
-        cells = [e["row"], e["shape"]]
+        cells = [e.row, e.shape]
         for p in paths:
-            v = e["paths"].get(p)
-            est = None if v is None else v["est_cycles"]
-            once = "" if v is None or not v["one_time_est_cycles"] else f" + {v['one_time_est_cycles'] / 1e6:.3f} once"
-            cells.append("-" if est is None else f"{est / 1e6:.3f} ({_x(v['est_vs_default'])}){once}")
+            v = e.paths.get(p)
+            once = "" if v is None or not v.one_time_est_cycles else f" + {v.one_time_est_cycles / 1e6:.3f} once"
+            cells.append("-" if v is None or v.est_cycles is None
+                         else f"{v.est_cycles / 1e6:.3f} ({_x(v.est_vs_default)}){once}")
         for name in peers:
-            v = e.get("peers", {}).get(name)
-            est = None if v is None else v["est_cycles"]
-            cells.append("-" if est is None else f"{est / 1e6:.3f} ({_x(v['est_vs_default'])})")
-        cells += [_x(e["inner_over_mmt4d"]["est_cycles"]), _x(e["inner_over_mmt4d"]["executed"])]
-        cells += [_wall(e["paths"].get(p)) for p in paths]
-        for p in paths:
-            v = e["paths"].get(p)
-            spilled = None if v is None else v.get("spilled_registers")  # entries read back from older results
-            cells.append("-" if v is None else f"{v['vsetvl'] / 1e3:.1f} / {v['vrgather'] / 1e3:.1f} / "
-                                               + ("-" if spilled is None else f"{spilled / 1e3:.1f}"))
-        cells += [_traffic(e["paths"].get(p)) for p in paths]
+            peer = e.peers.get(name)
+            cells.append("-" if peer is None or peer.est_cycles is None
+                         else f"{peer.est_cycles / 1e6:.3f} ({_x(peer.est_vs_default)})")
+        cells += [_x(e.inner_over_mmt4d[0]), _x(e.inner_over_mmt4d[1])]
+        cells += [_wall(e.paths.get(p)) for p in paths]
+        cells += ["-" if (v := e.paths.get(p)) is None
+                  else f"{v.vsetvl / 1e3:.1f} / {v.vrgather / 1e3:.1f} / {v.spilled_registers / 1e3:.1f}"
+                  for p in paths]
+        cells += [_traffic(v.dram_bytes, v.l2_misses) if (v := e.paths.get(p)) else "-" for p in paths]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def _traffic(path: dict[str, Any] | None) -> str:
+def _traffic(dram_bytes: float | None, l2_misses: float | None) -> str:
     """DRAM KiB / thousands of L2 misses of one call, or - when not measured."""
-    if path is None or path.get("dram_bytes") is None:
+    if dram_bytes is None or l2_misses is None:
         return "-"
-    return f"{path['dram_bytes'] / 1024:.0f} / {path['l2_misses'] / 1e3:.1f}"
+    return f"{dram_bytes / 1024:.0f} / {l2_misses / 1e3:.1f}"
 
 
 WALL_AT = "8"  # the dashboard's many-thread column (a K1's 8 cores)
@@ -298,115 +405,153 @@ def wall_text(ms: dict[str, float], bound_by: dict[str, str], threads: Sequence[
     return f"{figures}{mark} ({bounds})"
 
 
-def _wall(path: dict[str, Any] | None) -> str:
+def _wall(path: KernelPath | None) -> str:
     """Est. wall ms of one call at 1 and ``WALL_AT`` threads and what bounds it at each, or - when not measured."""
-    if path is None or "est_wall_ms" not in path:
+    if path is None or path.wall is None:
         return "-"
-    return wall_text(path["est_wall_ms"], path["bound_by"], ("1", WALL_AT))
+    return wall_text(path.wall.ms, path.wall.bound_by, ("1", WALL_AT))
 
 
-def with_peers(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_peers(entries: list[KernelEntry], rows: list[dict[str, Any]]) -> list[KernelEntry]:
     """Each dashboard entry with its peers beside it (``peers``: name -> est. cycles on CORE, executed, vector share
     and est. / the default path's), from the peers tables' rows of this kernel (report/peers.py; a kernel peer's
     work is the same on every path's target, so any one row stands for it)."""
     ghz = CORES[CORE].ghz
     out = []
     for entry in entries:
-        targets = {v["target"] for v in entry["paths"].values()}
-        default = (entry["paths"].get(DEFAULT) or {}).get("est_cycles")
-        found: dict[str, Any] = {}
+        targets = {v.target for v in entry.paths.values()}
+        default = entry.paths[DEFAULT].est_cycles if DEFAULT in entry.paths else None
+        found: dict[str, PeerBeside] = {}
         for r in rows:
-            if r["model"] != entry.get("model") or r["target"] not in targets:
+            if r["model"] != entry.model or r["target"] not in targets:
                 continue
             work = r.get("peer_work") or r.get("onnxruntime") or {}
             est = None if work.get("est_ms") is None or not ghz else work["est_ms"] * ghz * 1e6
-            found[str(r.get("peer_name") or "onnxruntime")] = {
-                "peer": r["peer"], "est_cycles": est, "executed": work.get("per_call_instructions"),
-                "vector_percent": work.get("vector_share_percent"), "est_vs_default": ratio(est, default)}
-        out.append({**entry, "peers": dict(sorted(found.items()))} if found else entry)
+            found[str(r.get("peer_name") or "onnxruntime")] = PeerBeside(
+                r["peer"], est, work.get("per_call_instructions"), work.get("vector_share_percent"),
+                ratio(est, default))
+        out.append(replace(entry, peers=dict(sorted(found.items()))) if found else entry)
     return out
 
 
-def with_pinned(entries: list[dict[str, Any]], pinned: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def with_pinned(entries: list[KernelEntry], pinned: dict[str, PinnedRow]) -> list[KernelEntry]:
     """The dashboard's entries, each with the estimates its published rows pinned to a release made with that release
     (``pinned``: by row id, what their tests recorded) under ``pinned``; a row x shape no cell of the toolchain under
     test measured gets an entry of its own without paths (the calibration view shows it, the dashboard does not)."""
-    by_key = {(e["row"], e["shape"]): e for e in entries}
+    by_key = {(e.row, e.shape): e for e in entries}
     for p in PUBLISHED:
         if p.id not in pinned:
             continue
         entry = by_key.get((p.row, p.shape))
         if entry is None:
-            entry = by_key[(p.row, p.shape)] = {"row": p.row, "shape": p.shape, "core": CORE, "paths": {},
-                                                "inner_over_mmt4d": {"est_cycles": None, "executed": None}}
+            entry = by_key[(p.row, p.shape)] = KernelEntry(p.row, p.shape, None, CORE, {})
             entries.append(entry)
-        entry.setdefault("pinned", {})[p.id] = pinned[p.id]
+        entry.pinned[p.id] = pinned[p.id]
     return entries
 
 
-def calibration(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class WallRatio:
+    """A published row's two sides' estimated wall time at the source's threads (ms in the ratio's order), their
+    ratio against the measured range, what bounds each, the ratio with DRAM latency hidden, and the known miss's
+    reason (``WALL_MISSES``) or None."""
+
+    estimated: float
+    ms: list[float | None]
+    error_percent: float
+    bound_by: list[str | None]
+    expected_miss: str | None
+    latency_hidden: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"wall_estimated": self.estimated, "wall_ms": self.ms, "wall_error_percent": self.error_percent,
+                "bound_by": self.bound_by, "expected_miss": self.expected_miss} | (
+            {} if self.latency_hidden is None else {"wall_latency_hidden": self.latency_hidden})
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """A published measurement reproduced: the measured ratio and our estimates of it, with the compiler that made
+    the cells (``compiler``: a pinned release's version; None for the toolchain under test). A pinned row keeps its
+    wall time only: no in-core estimate, workgroups or traffic (None each)."""
+
+    published: Published
+    estimated: float | None
+    workgroups: list[int | None]
+    dram_bytes: list[float | None]
+    l2_misses: list[float | None]
+    wall: WallRatio | None
+    compiler: str | None = None
+    silicon: list[CalibrationPoint | None] | None = None  # each side's run on silicon (a bundle's), when any
+
+    @property
+    def error_percent(self) -> float | None:
+        """The in-core estimate's error against the measured range's middle, in percent."""
+        p = self.published
+        return None if self.estimated is None else round(100 * (self.estimated / ((p.low + p.high) / 2) - 1), 1)
+
+    def to_json(self) -> dict[str, Any]:
+        """results.json's row (``kernels.calibration[]``)."""
+        p, c = self.published, self.published.config
+        out: dict[str, Any] = {
+            "row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,
+            "measured_high": p.high, "source": p.source, "how": p.how, "toolchain": p.toolchain.label,
+            "toolchain_why": p.toolchain.why,
+            "configuration": {"flags": list(c.flags), "features": c.features, "threads": c.threads,
+                              "operands": c.operands, "differs": list(c.differs)}}
+        if self.compiler is not None:
+            out["compiler"] = self.compiler
+        out |= {"estimated": self.estimated, "workgroups": self.workgroups, "dram_bytes": self.dram_bytes,
+                "l2_misses": self.l2_misses, "error_percent": self.error_percent}
+        if self.wall is not None:
+            out |= self.wall.to_json()
+        if self.silicon is not None:
+            out["silicon_runs"] = [None if run is None else silicon_run(run) for run in self.silicon]
+        return out
+
+
+def calibration(entries: list[KernelEntry]) -> list[CalibrationRow]:
     """Each published measurement reproduced: measured ratio, estimated ratio, and the error. A row of the toolchain
     under test is made of its cells (``entries``); a row pinned to another release (``RowToolchain``) of what its own
     test estimated with that release (the entry's ``pinned``), wall time only."""
-    by_key = {(e["row"], e["shape"]): e for e in entries}
+    by_key = {(e.row, e.shape): e for e in entries}
     rows = []
     for p in PUBLISHED:
         entry = by_key.get((p.row, p.shape))
         if entry is None:
             continue
         if p.toolchain.release is not None:
-            if (pinned := entry.get("pinned", {}).get(p.id)) is not None:
-                rows.append(_pinned_row(p, pinned))
+            if (pinned := entry.pinned.get(p.id)) is not None:
+                rows.append(CalibrationRow(p, None, [None, None], [None, None], [None, None],
+                                           _wall_ratio(p, list(pinned.wall_ms), list(pinned.bound_by),
+                                                       list(pinned.wall_hidden_ms)), compiler=pinned.compiler))
             continue
-        if not entry["paths"]:  # only pinned rows' estimates: no cell of the toolchain under test ran
+        if not entry.paths:  # only pinned rows' estimates: no cell of the toolchain under test ran
             continue
-        a, b = (entry["paths"].get(path, {}).get("est_cycles") for path in p.over)
-        estimate = ratio(a, b)
-        workgroups, dram, l2 = ([entry["paths"].get(path, {}).get(key) for path in p.over]
-                                for key in ("workgroups", "dram_bytes", "l2_misses"))
-        middle = (p.low + p.high) / 2
-        c = p.config
-        threads = str(c.threads)
-        walls = [entry["paths"].get(path, {}) for path in p.over]
-        wall_ms = [w.get("est_wall_ms", {}).get(threads) for w in walls]
-        rows.append(_published_fields(p) | {
-            "estimated": estimate, "workgroups": workgroups, "dram_bytes": dram, "l2_misses": l2,
-            "error_percent": None if estimate is None else round(100 * (estimate / middle - 1), 1)}
-            | _wall_fields(p, wall_ms, [w.get("bound_by", {}).get(threads) for w in walls],
-                           [w.get("est_wall_hidden_ms", {}).get(threads) for w in walls])
-            | ({"silicon_runs": runs} if any(runs := [w.get("silicon_run") for w in walls]) else {}))
+        sides = [entry.paths.get(path) for path in p.over]
+        threads = str(p.config.threads)
+        walls = [None if v is None else v.wall for v in sides]
+        silicon = [None if v is None else v.silicon for v in sides]
+        rows.append(CalibrationRow(
+            p, ratio(*(None if v is None else v.est_cycles for v in sides)),
+            [None if v is None else v.workgroups for v in sides], [None if v is None else v.dram_bytes for v in sides],
+            [None if v is None else v.l2_misses for v in sides],
+            _wall_ratio(p, [None if w is None else w.ms.get(threads) for w in walls],
+                        [None if w is None else w.bound_by.get(threads) for w in walls],
+                        [None if w is None else w.hidden_ms.get(threads) for w in walls]),
+            silicon=silicon if any(silicon) else None))
     return rows
 
 
-def _pinned_row(p: Published, pinned: dict[str, Any]) -> dict[str, Any]:
-    """A row estimated with its pinned release: the wall-time model's ratio and its parts; the in-core estimate,
-    workgroups and traffic of those cells are not kept (-)."""
-    return (_published_fields(p) | {"compiler": pinned["compiler"], "estimated": None, "workgroups": [None, None],
-                                    "dram_bytes": [None, None], "l2_misses": [None, None], "error_percent": None}
-            | _wall_fields(p, pinned["wall_ms"], pinned["bound_by"], pinned["wall_hidden_ms"]))
-
-
-def _published_fields(p: Published) -> dict[str, Any]:
-    """What a calibration row says of its published measurement: the ratio, the range, the source, the compiler and
-    the configuration."""
-    c = p.config
-    return {"row": p.row, "shape": p.shape, "ratio": f"{p.over[0]} / {p.over[1]}", "measured_low": p.low,
-            "measured_high": p.high, "source": p.source, "how": p.how, "toolchain": p.toolchain.label,
-            "toolchain_why": p.toolchain.why,
-            "configuration": {"flags": list(c.flags), "features": c.features, "threads": c.threads,
-                              "operands": c.operands, "differs": list(c.differs)}}
-
-
-def _wall_fields(p: Published, wall_ms: list[float | None], bound_by: list[str | None],
-                 hidden_ms: list[float | None]) -> dict[str, Any]:
-    """The estimated wall-time ratio of a row's two sides (ms in the ratio's order) against its measured range, and
-    the same with the DRAM latency hidden; nothing when a side was not estimated."""
+def _wall_ratio(p: Published, wall_ms: list[float | None], bound_by: list[str | None],
+                hidden_ms: list[float | None]) -> WallRatio | None:
+    """The estimated wall-time ratio of a row's two sides against its measured range, and the same with the DRAM
+    latency hidden; None when a side was not estimated."""
     wall, hidden = ratio(*wall_ms), ratio(*hidden_ms)
     if wall is None:
-        return {}
-    return {"wall_estimated": wall, "wall_ms": wall_ms,
-            "wall_error_percent": round(wall_ratio_error(wall, p.low, p.high), 1), "bound_by": bound_by,
-            "expected_miss": WALL_MISSES.get(p.id)} | ({} if hidden is None else {"wall_latency_hidden": hidden})
+        return None
+    return WallRatio(wall, wall_ms, round(wall_ratio_error(wall, p.low, p.high), 1), bound_by, WALL_MISSES.get(p.id),
+                     hidden)
 
 
 def silicon_run(point: CalibrationPoint) -> dict[str, Any]:
@@ -425,7 +570,7 @@ def silicon_run_text(point: CalibrationPoint) -> str:
     return f"{label}, {point.threads} thread{'' if point.threads == 1 else 's'}: {_silicon_text(silicon_run(point))}"
 
 
-def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
+def calibration_table(rows: list[CalibrationRow]) -> list[str]:
     if not rows:
         return []
     lines = ["| Row | Shape | Ratio | Measured on silicon | Est. wall time (X60, the source's threads) | Error | "
@@ -433,43 +578,39 @@ def calibration_table(rows: list[dict[str, Any]]) -> list[str]:
              "Matmul workgroups (same ratio's paths) | DRAM KiB / L2 misses (k) per call, X60 caches (same) | "
              "Source | Configuration (the source's; where ours differs) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    if board := any(r.get("silicon_runs") for r in rows):  # cells measured on silicon: a column beside the rest
+    if board := any(r.silicon for r in rows):  # cells measured on silicon: a column beside the rest
         lines = [lines[0] + " On the machine that ran the bundle (same paths; its threads): measured, in-core est. "
                  "and est. wall ms (bound by), each one's error |", lines[1] + "---|"]
     for r in rows:
-        measured = f"{r['measured_low']:.2f}" + (f"-{r['measured_high']:.2f}" if r["measured_high"] != r[
-            "measured_low"] else "")
-        error = "-" if r["error_percent"] is None else f"{r['error_percent']:+.0f} %"
+        p = r.published
+        measured = f"{p.low:.2f}" + (f"-{p.high:.2f}" if p.high != p.low else "")
+        error = "-" if r.error_percent is None else f"{r.error_percent:+.0f} %"
         wall, wall_error, bound = "-", "-", "-"
-        if "wall_estimated" in r:
-            wall = f"{_x(r['wall_estimated'])} ({' / '.join(f'{ms:.3f}' for ms in r['wall_ms'])} ms)" + (
-                f"; DRAM latency hidden {_x(r['wall_latency_hidden'])}"
-                if _x(r.get("wall_latency_hidden")) not in ("-", _x(r["wall_estimated"])) else "")
-            wall_error = f"{r['wall_error_percent']:+.0f} %" + (" (expected miss)" if r["expected_miss"] else "")
-            bound = " / ".join(b or "-" for b in r["bound_by"])
-        groups = " / ".join("-" if g is None else str(g) for g in r["workgroups"])
-        traffic = " ; ".join(_traffic({"dram_bytes": d, "l2_misses": m}) for d, m in zip(r["dram_bytes"],
-                                                                                          r["l2_misses"], strict=True))
-        lines.append(f"| {r['row']} | {r['shape']} | {r['ratio']} | {measured} | {wall} | {wall_error} | {bound} | "
-                     f"{_x(r['estimated'])} | {error} | {groups} | {traffic} | {r['source']}, {r['how']}"
-                     f"{_compiled(r)} | "
-                     f"{_configuration(r['configuration'])} |" + (f" {_board_runs(r)} |" if board else ""))
+        if (w := r.wall) is not None:
+            wall = f"{_x(w.estimated)} ({' / '.join(f'{ms:.3f}' for ms in w.ms if ms is not None)} ms)" + (
+                f"; DRAM latency hidden {_x(w.latency_hidden)}"
+                if _x(w.latency_hidden) not in ("-", _x(w.estimated)) else "")
+            wall_error = f"{w.error_percent:+.0f} %" + (" (expected miss)" if w.expected_miss else "")
+            bound = " / ".join(b or "-" for b in w.bound_by)
+        groups = " / ".join("-" if g is None else str(g) for g in r.workgroups)
+        traffic = " ; ".join(_traffic(d, m) for d, m in zip(r.dram_bytes, r.l2_misses, strict=True))
+        lines.append(f"| {p.row} | {p.shape} | {p.over[0]} / {p.over[1]} | {measured} | {wall} | {wall_error} | "
+                     f"{bound} | {_x(r.estimated)} | {error} | {groups} | {traffic} | {p.source}, {p.how}"
+                     f"{_compiled(r)} | {_configuration(p.config)} |" + (f" {_board_runs(r)} |" if board else ""))
     return lines
 
 
-def _compiled(row: dict[str, Any]) -> str:
-    """The compiler the row's cells were made with, and why that one (rows before it was recorded: nothing)."""
-    if "toolchain" not in row:
-        return ""
-    which = ("the toolchain under test" if row["toolchain"] == "current" else
-             f"iree-base-compiler=={row['toolchain']}" + (f" ({row['compiler']})" if "compiler" in row else ""))
-    return f"; compiled with {which}: {row['toolchain_why']}"
+def _compiled(row: CalibrationRow) -> str:
+    """The compiler the row's cells were made with, and why that one."""
+    toolchain = row.published.toolchain
+    which = ("the toolchain under test" if toolchain.release is None else
+             f"iree-base-compiler=={toolchain.release}" + (f" ({row.compiler})" if row.compiler else ""))
+    return f"; compiled with {which}: {toolchain.why}"
 
 
-def _board_runs(row: dict[str, Any]) -> str:
+def _board_runs(row: CalibrationRow) -> str:
     """Each path of the ratio as measured on the machine that ran a bundle, beside its estimates, or -."""
-    runs = row.get("silicon_runs") or [None, None]
-    return " ; ".join("-" if run is None else _silicon_text(run) for run in runs)
+    return " ; ".join("-" if run is None else _silicon_text(silicon_run(run)) for run in row.silicon or [None, None])
 
 
 def _silicon_text(run: dict[str, Any]) -> str:
@@ -479,10 +620,10 @@ def _silicon_text(run: dict[str, Any]) -> str:
             f"({run['in_core_error_percent']:+.0f} %); est. wall {wall}")
 
 
-def _configuration(c: dict[str, Any]) -> str:
-    flags = " / ".join(f"`{f}`" for f in c["flags"])
-    differs = f"; ours differs: {'; '.join(c['differs'])}" if c["differs"] else "; reproduced exactly"
-    return f"{flags}; `{c['features']}`; {c['threads']} thread(s); operands: {c['operands']}{differs}"
+def _configuration(c: Configuration) -> str:
+    flags = " / ".join(f"`{f}`" for f in c.flags)
+    differs = f"; ours differs: {'; '.join(c.differs)}" if c.differs else "; reproduced exactly"
+    return f"{flags}; `{c.features}`; {c.threads} thread(s); operands: {c.operands}{differs}"
 
 
 CALIBRATION_NOTE = (
@@ -496,14 +637,14 @@ CALIBRATION_NOTE = (
     "each L2.")
 
 
-def figure(plt: Any, entries: list[dict[str, Any]]) -> Any:
+def figure(plt: Any, entries: list[KernelEntry]) -> Any:
     """Estimated cycles of every path relative to the default path, per row x shape (below 1: less)."""
-    paths = [p for p in PATHS if p != DEFAULT and any(p in e["paths"] for e in entries)]
-    labels = [f"{e['row']} {e['shape']}" for e in entries]
+    paths = [p for p in PATHS if p != DEFAULT and any(p in e.paths for e in entries)]
+    labels = [f"{e.row} {e.shape}" for e in entries]
     fig, ax = plt.subplots(figsize=(max(6, len(labels) * 0.45), 4))
     width = 0.8 / max(len(paths), 1)
     for i, path in enumerate(paths):
-        values = [(e["paths"].get(path) or {}).get("est_vs_default") or 0 for e in entries]
+        values = [(v.est_vs_default if (v := e.paths.get(path)) else None) or 0 for e in entries]
         ax.bar([x + i * width for x in range(len(labels))], values, width, label=path)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_yscale("log")

@@ -325,7 +325,7 @@ def hot_dispatches(rows: dict[tuple[str, str], PerfResult], shown: int = 3) -> l
     return lines
 
 
-def kernel_lines(entries: list[dict[str, Any]]) -> list[str]:
+def kernel_lines(entries: list[kernels.KernelEntry]) -> list[str]:
     """The kernel dashboard and its calibration against published silicon, as Markdown."""
     if not entries:
         return []
@@ -354,7 +354,7 @@ PLOTS = (("speedup.png", "Executed work and estimated speedup vs rv64gc per mode
 
 
 def write_report(directory: Path, rows: dict[tuple[str, str], PerfResult],
-                 pairs: Sequence[tuple[str, str]] = (), entries: list[dict[str, Any]] | None = None,
+                 pairs: Sequence[tuple[str, str]] = (), entries: list[kernels.KernelEntry] | None = None,
                  estimator: list[dict[str, Any]] | None = None) -> list[Path]:
     """JSON, Markdown and PNG plots (matplotlib, Agg backend) of the collected results; ``pairs`` are the
     (default, microkernel) target pairs compared side by side. The plots are listed (and embedded in the Markdown)
@@ -525,11 +525,11 @@ class PerformanceCollector:
         self.estimator: list[dict[str, Any]] = []  # the estimator against published instruction timings
         self.pairs = microkernel_pairs(session.settings.known_targets)
         self.kernel_cells = session.settings.kernels.cells if session.settings.kernels else ()
-        self.published_rows: dict[str, dict[str, Any]] = {}  # published rows estimated with their pinned release
-        self._dashboard: tuple[int, int, list[dict[str, Any]]] | None = None
+        self.published_rows: dict[str, kernels.PinnedRow] = {}  # published rows estimated with their pinned release
+        self._dashboard: tuple[int, int, list[kernels.KernelEntry]] | None = None
 
     @property
-    def kernels(self) -> list[dict[str, Any]]:
+    def kernels(self) -> list[kernels.KernelEntry]:
         """The kernel dashboard of this run (report/kernels.py), empty without kernel cells; made once per set of
         records (the reports and the terminal read it after the last test)."""
         made = (len(self.rows), len(self.published_rows))
@@ -552,7 +552,8 @@ class PerformanceCollector:
             if record.estimator is not None:
                 self.estimator.append(record.estimator)
             if record.published_row is not None:
-                self.published_rows[record.published_row["id"]] = record.published_row
+                pinned = kernels.PinnedRow.from_json(record.published_row)
+                self.published_rows[pinned.id] = pinned
 
 
 def _generic(note: str) -> str:

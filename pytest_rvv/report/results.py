@@ -48,7 +48,7 @@ from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.measure.dispatch_table import DispatchTable
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
 from pytest_rvv.measure.performance import PerfResult
-from pytest_rvv.report.kernels import calibration
+from pytest_rvv.report.kernels import KernelEntry, calibration
 from pytest_rvv.report.peers import gaps, ordered, studies
 
 SCHEMA = "pytest-rvv-results/1"
@@ -58,7 +58,7 @@ SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with a
 def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[str, str], PerfResult],
             rows: dict[tuple[str, str], list[Any]], targets: dict[str, Target],
             lanes: dict[tuple[str, str], dict[str, Any]] | None = None,
-            kernels: list[dict[str, Any]] | None = None,
+            kernels: list[KernelEntry] | None = None,
             kernel_changes: list[dict[str, Any]] | None = None,
             estimator: list[dict[str, Any]] | None = None,
             peers: list[dict[str, Any]] | None = None,
@@ -95,7 +95,8 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
     if estimates:  # Table 1's est. wall time per thread count and its marks (measure/walltime.py, measure/caveats.py)
         document["cell_estimates"] = estimates
     if kernels or kernel_changes:
-        document["kernels"] = {"dashboard": kernels or [], "calibration": calibration(kernels or [])}
+        document["kernels"] = {"dashboard": [e.to_json() for e in kernels or []],
+                               "calibration": [row.to_json() for row in calibration(kernels or [])]}
     if estimator:  # the silicon estimator against published instruction timings (suites/performance/test_estimator.py)
         document["estimator"] = estimator
     if peers:  # cells beside their peer (--rvv-peers: suites/peers/, report/peers.py)

@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_rvv.judge.vectorization import Records
 from pytest_rvv.measure.performance import PerfResult
+from pytest_rvv.report.kernels import KernelEntry
 
 Cell = tuple[str, str]  # (model, or "conformance" / an estimator row, target)
 
@@ -28,7 +29,7 @@ class Sections:
     notes: dict[str, list[str]] = field(default_factory=dict)  # performance notes, grouped by their generic form
     improvements: list[str] = field(default_factory=list)  # passing improvements (--rvv-strict-baselines fails)
     pairs: list[tuple[str, str]] = field(default_factory=list)  # (default, microkernel) target pairs
-    kernels: list[dict[str, Any]] = field(default_factory=list)  # the kernel dashboard (report/kernels.py)
+    kernels: list[KernelEntry] = field(default_factory=list)  # the kernel dashboard (report/kernels.py)
     kernel_cells: int = 0  # the kernel suite's selected cells
     estimator: list[dict[str, Any]] = field(default_factory=list)  # the estimator against published timings
     vectorization: Records = field(default_factory=dict)  # (model, target, kind) -> the gate's record
