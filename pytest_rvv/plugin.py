@@ -286,7 +286,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         directory = Path(report)
         files = (write_report(directory, sections.performance, sections.pairs, sections.kernels, sections.estimator)
                  if sections.performance else [])
-        if peers := write_peers(directory, sections.peers, sections.comparisons):
+        if peers := write_peers(directory, sections.peers, sections.comparisons, after=files):
             files = [*files, *([] if peers in files else [peers])]
         page = RunReport(config, rvv, directory, lambda: config.stash.get(REFERENCE_KEY, None)).write(sections)
         written = Written(directory, files, page)

@@ -277,3 +277,21 @@ def test_iree_issue_24772_s_measured_ratio_stands_beside_ours_with_what_differs(
     jsonschema.validate(document["peers_published"], schema()["properties"]["peers_published"])
     assert "peers_published" not in results({"machine": {"name": "here"}}, [], {}, {}, {},
                                             peers=[_row("mlp", "rv64gc", 1.0, 1.0)])
+
+
+def test_a_report_folder_used_again_holds_the_peers_section_once(tmp_path):
+    """``--rvv-report=DIR`` a second time, with only peer tests selected (no Table 1 written this run): the peers
+    section replaces what the earlier run left in performance.md instead of being appended to it; after this run's
+    Table 1 it is appended."""
+    from pytest_rvv.report.peers import write_peers
+
+    rows = [_row("resnet18", "rv64gcv-zvl256b", 1.7, 2.9)]
+    path = tmp_path / "performance.md"
+    for _ in range(2):
+        assert write_peers(tmp_path, rows, []) == path
+    assert path.read_text().count("## IREE beside its peers") == 1
+    path.write_text("# pytest-rvv performance\n\nTable 1 of this run\n")
+    write_peers(tmp_path, rows, [], after=[path])
+    text = path.read_text()
+    assert text.startswith("# pytest-rvv performance\n\nTable 1 of this run\n")
+    assert text.count("## IREE beside its peers") == 1

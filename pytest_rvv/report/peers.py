@@ -12,6 +12,7 @@ ONNX Runtime ratios on silicon (iree issue 24772), set beside ours with what dif
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -340,11 +341,13 @@ def peers_markdown(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]
                       ""])
 
 
-def write_peers(directory: Path, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> Path | None:
-    """The peers section of ``performance.md`` (after Table 1 when write_report wrote it, else on its own)."""
+def write_peers(directory: Path, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]],
+                after: Sequence[Path] = ()) -> Path | None:
+    """The peers section of ``performance.md``: after Table 1 when this run's write_report wrote that file (among
+    ``after``), else on its own (a file an earlier run left in ``directory`` is replaced, not appended to)."""
     if not rows:
         return None
     path = directory / "performance.md"
-    head = path.read_text() if path.is_file() else "# pytest-rvv performance\n"
+    head = path.read_text() if path in after else "# pytest-rvv performance\n"
     atomic_write_bytes(path, (head + peers_markdown(rows, comparisons)).encode())
     return path
