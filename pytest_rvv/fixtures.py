@@ -18,7 +18,7 @@ from pytest_rvv.base.errors import ConfigError, RunFailed, RuntimeNotProvided, R
 from pytest_rvv.base.record import leave
 from pytest_rvv.comparison.ab import ToolchainComparison, compare_toolchains
 from pytest_rvv.comparison.repro import write_repro
-from pytest_rvv.config.cores import CORES, DEFAULT_WALL_THREADS, WallRequest
+from pytest_rvv.config.cores import CORES, WallRequest
 from pytest_rvv.config.kernels import CORE as KERNEL_CORE
 from pytest_rvv.config.kernels import MARK as KERNEL_CELLS
 from pytest_rvv.config.kernels import WALL as KERNEL_WALL
@@ -515,9 +515,12 @@ def rvv_peer(rvv_session: RvvSession, rvv_model: Model, rvv_target: Target, rvv_
         try:
             cell = request.getfixturevalue("rvv_cell")()  # IREE's side: its runner now
             iree = measure_iree(cell, tmp_path)
-            # at a board's threads too, where the peer's harness runs threads of its own (the matmul libraries)
-            threads = threads_beside(cell, rvv_model, oracle, peer, runs, tmp_path, max(DEFAULT_WALL_THREADS),
-                                     set(iree.dispatches), work.estimate.cycles if work.estimate else None)
+            # at a board's threads too (every kernel cell's; a model's on --rvv-wall-time): each side on threads of
+            # its own, IREE's local-task workers beside the peer's pool
+            wall = _wall_request(request, settings)
+            threads = None if wall is None or max(wall.threads) < 2 else threads_beside(
+                cell, rvv_model, oracle, peer, runs, tmp_path, max(wall.threads), set(iree.dispatches),
+                work.estimate.cycles if work.estimate else None)
         except ToolMissing as exc:
             pytest.skip(str(exc))
         comparison = PeerComparison(rvv_model.name, rvv_target.name, iree, work, plugin.name,

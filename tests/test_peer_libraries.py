@@ -41,7 +41,6 @@ from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.matmul_peer import MatmulRunner, matmul_operands
 from pytest_rvv.run.ort_harness import PeerRejected
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, TRACED_ZERO, PeerRuns
-from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu_plugin import plugin_option
 from pytest_rvv.session import Oracle
 from pytest_rvv.toolchain.debian_sysroot import (
@@ -205,11 +204,13 @@ def test_a_peer_call_s_memory_traffic_is_its_one_call_run_less_a_run_that_makes_
         peer_traffic(model, wrong, runner, runs)
 
 
-def test_a_peer_whose_harness_runs_one_thread_is_not_measured_at_threads():
+def test_a_peer_on_threads_of_its_own_keeps_its_runs_apart_from_one_threads():
     runner = runner_for("rv64gcv-zvl256b")
     assert runner.with_threads(8).capabilities.threads == 8 and runner.capabilities.threads == 1
     assert runner.with_threads(8).identity() != runner.identity()  # its runs are kept apart
-    assert EmulatedPeerRunner.with_threads(runner, 8) is None  # ONNX Runtime's and ncnn's: one thread
+    assert runner.with_threads(1).identity() == runner.identity()  # one thread's are the runs recorded so far
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        runner.with_threads(0)
 
 
 def test_without_network_openblas_is_one_line_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

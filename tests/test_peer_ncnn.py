@@ -169,3 +169,38 @@ def test_ncnns_work_does_not_follow_where_the_checkout_or_the_wheel_is(tmp_path:
                    for kind in (COUNTED_ONE, COUNTED_TWO)]
         own.append({name: counted[1][name] - counted[0].get(name, 0) for name in counted[1] if name.startswith("ncnn")})
     assert own[0] == own[1] and own[0]
+
+
+def test_on_threads_of_its_own_a_call_splits_over_ncnns_workers_and_a_run_that_makes_no_call_writes_nothing(
+        tmp_path: Path):
+    """``with_threads``: ncnn's OpenMP threads take one call (a board's harts; measure/peer_threads.py keeps the blocks
+    that execute as often in two runs of the same content), whose outputs still agree, and whose work over the threads
+    is the one-thread call's plus what splitting costs: each thread's two-call run less its one-call run, so what the
+    workers do while the net loads (packing its weights) is not the call's. ``--repeat=0`` (the traced runs' baseline:
+    the load alone) loads the net and writes no output."""
+    from pytest_rvv.config.cores import cache_hierarchy
+    from pytest_rvv.measure.peer_threads import measure_peer_threads
+    from pytest_rvv.measure.peers import CORE
+    from pytest_rvv.model.model import InputSpec, Model
+    from pytest_rvv.model.sources import LocalFile
+    from pytest_rvv.run.peer import TRACED_ZERO
+    from pytest_rvv.session import Oracle
+
+    model = convs_model(tmp_path / "convs.onnx")
+    inputs, expected = oracle(model)
+    runner = runner_for("rv64gcv-zvl256b")
+    runs = PeerRuns(Store(tmp_path / "cache"), None)
+    one, two = (by_library(runs.run(kind, runner, model, inputs, len(expected), "all", "convs"))
+                for kind in (COUNTED_ONE, COUNTED_TWO))
+    per_call = sum(two[0].values()) - sum(one[0].values())
+    spec = Model("convs", LocalFile(model), (InputSpec("x", (1, 32, 4, 4)),))
+    threads = measure_peer_threads(spec, Oracle(model, inputs, expected), runner, runs, 4)
+    assert threads is not None and threads.threads == 4 and len(threads.per_thread) > 1
+    # measured: 742,189 alone, 745,344 over 4 threads (their waiting passive: a spin at a barrier would count)
+    assert per_call < threads.work < 1.02 * per_call, (per_call, threads.per_thread)
+    assert all(share < per_call / 2 for share in threads.per_thread)  # the convs' channels go to every thread
+    assert runner.with_threads(4).identity() != runner.identity()  # its runs are kept apart from one thread's
+    assert runner.with_threads(1).identity() == runner.identity()  # and one thread's are the runs recorded so far
+    loaded = runs.run(TRACED_ZERO, runner, model, inputs, len(expected), "all", "convs",
+                      caches=cache_hierarchy(CORE).geometry)
+    assert loaded.outputs == [] and loaded.counts is not None

@@ -115,7 +115,8 @@ OPTIONS: tuple[Option, ...] = (
            "fetches them; default: none, the peer tests are deselected", env="PYTEST_RVV_PEERS",
            metavar="PEER"),
     Option("wall-time", "estimate memory traffic per dispatch and one call's wall time at 1 and N threads on a "
-           "silicon core for every riscv64 model cell too (the kernel suite always does, on spacemit-x60 at 1 and 8): "
+           "silicon core for every riscv64 model cell too (the kernel suite always does, on spacemit-x60 at 1 and 8), "
+           "and with --rvv-peers each peer beside it on as many threads of its own: "
            "CORE[:THREADS], e.g. x60 or x60:1,4,8; costs one traced run and one local-task run per thread count and "
            "cell (kept in the cache); default: none", env="PYTEST_RVV_WALL_TIME", metavar="CORE[:THREADS]"),
     Option("bundle", "write the selection's riscv64 cells (models x targets, and the kernel suite's) as a bundle "

@@ -5,11 +5,11 @@ Under QEMU such a run is not deterministic: an idle worker spins, waiting for wo
 (measured, OpenBLAS 256^3 at 8 threads: 157 M to 500 M instructions in all from run to run, 4.4 M of them one call).
 The work is: a block that computes, packs or hands out the call executes the same number of times in every run. So
 every threaded run is made twice (two samples of the same content, each recorded: run/peer.py), and a block whose
-executions differ between the two is waiting, left out. Of what is left, per thread:
-
-- the main thread (vCPU 0): its blocks in the two-call run less the one-call run (the load and the harness cancel);
-- each worker: its blocks in the one-call run (a worker starts after the load and does only its share of the call,
-  with its own start-up: a few hundred instructions in libc).
+executions differ between the two is waiting, left out. Of what is left, each thread's (vCPU's: QEMU numbers the
+guest's threads in the order they start, the same in both runs of one content) share of a call is its blocks in the
+two-call run less the one-call run: the load, the harness and what a thread does before the first call cancel (ncnn's
+OpenMP workers start while the net loads and pack its weights; OpenBLAS's start at the first call, ggml's pool may
+start anew per call: a thread the one-call run does not have keeps all it did, its start-up included).
 
 The busiest thread's est. cycles bound one call's time at N threads from below: waits between the threads and the
 memory system are not in them (the one-thread estimate leaves the memory system out too).
@@ -88,11 +88,12 @@ def split_work(one: tuple[RecordedPeerRun, RecordedPeerRun],
         seen |= a.keys() | b.keys()
         unsteady |= {k for k in a.keys() | b.keys() if a[k] != b[k]}
     steady = seen - unsteady
-    main_one, main_two = ones[0].get(0, Counter()), twos[0].get(0, Counter())
-    main = Counter({k: main_two[k] - main_one[k] for k in steady if main_two[k] != main_one[k]})
-    workers = [Counter({k: n for k, n in blocks.items() if k in steady and n}) for vcpu, blocks in ones[0].items()
-               if vcpu != 0]
-    workers = [w for w in workers if w]
+    def call(vcpu: int) -> Counter[BlockKey]:
+        before, after = ones[0].get(vcpu, Counter()), twos[0].get(vcpu, Counter())
+        return Counter({k: after[k] - before[k] for k in steady if after[k] != before[k]})
+
+    main = call(0)
+    workers = [w for vcpu in sorted(ones[0].keys() | twos[0].keys()) if vcpu != 0 and (w := call(vcpu))]
     workers.sort(key=lambda w: -_instructions(w))
     waited = _instructions(Counter({k: n for k, n in _totals(ones[0]).items() if k not in steady}))
     return [main, *workers], waited

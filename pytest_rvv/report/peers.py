@@ -77,6 +77,7 @@ class PublishedPeer:
     source: str
     measured: str  # board, cores, threads, what was timed
     differs: tuple[str, ...]
+    threads: int = 8  # the threads it ran (our est. wall ratio is read at as many, where --rvv-wall-time measured it)
 
     @property
     def ratio(self) -> float:
@@ -97,7 +98,9 @@ ISSUE_24772_MEASURED = ("SpacemiT K3 (8x X100 @ 2.2 GHz VLEN 256 + 8x A100 @ 1.8
 _DIFFERS_24772 = (
     "core: theirs the K3's X100 on silicon (caches, memory, branch prediction); ours the X60 modelled by llvm-mca "
     "at 1.6 GHz, every load an L1 hit, under QEMU at the target's VLEN (256 on zvl256b)",
-    "threads: theirs 8 (the board's two clusters: which cores ran is not stated); ours 1 on both sides",
+    "threads: theirs 8 (the board's two clusters: which cores ran is not stated); ours 1 on both sides for the work "
+    "and the in-core estimate, and 8 for the est. wall time (--rvv-wall-time=x60:1,8: IREE's local-task workers "
+    "beside ONNX Runtime's intra-op pool, both modelled on the X60's caches and memory)",
     "ONNX Runtime: their build and execution provider not stated in the issue; ours Debian 13's 1.21.0 "
     "(rv64gc build, CPU execution provider), which executes no RVV instruction (measured: vector share 0)",
     "IREE: their version and flags not stated (a maintainer there: all ukernels or none); ours the run's "
@@ -114,8 +117,9 @@ PUBLISHED = (
                                     "(per-channel int8 weights, int8 activations, 8 seeded calibration inputs)")),
 )
 STUDIES_TITLE = "rvv peers beside the studies: a measured IREE / ONNX Runtime on silicon beside ours"
-STUDIES_HEADER = ["Model", "Measured IREE / ORT (ms, on silicon)", "Ours: target (modelled X60, 1 thread)",
-                  "IREE / ORT work", "IREE / ORT est. X60 ms"]
+STUDIES_HEADER = ["Model", "Measured IREE / ORT (ms, on silicon)", "Ours: target (modelled X60)",
+                  "IREE / ORT work, 1 thread", "IREE / ORT est. X60 ms, 1 thread",
+                  "IREE / ORT est. X60 wall ms at the study's threads"]
 
 
 def studies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -129,9 +133,16 @@ def studies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entries.append({"model": p.model, "source": p.source, "measured": p.measured, "iree_ms": p.iree_ms,
                         "onnxruntime_ms": p.peer_ms, "measured_ratio": round(p.ratio, 4),
                         "ours": [{"target": r["target"], "toolchain": r.get("toolchain"), "ratio": r["ratio"],
-                                  "est_ratio": r.get("est_ratio")} for r in ours],
+                                  "est_ratio": r.get("est_ratio"), "threads": p.threads,
+                                  "wall_ratio": _wall_ratio(r, p.threads)} for r in ours],
                         "differs": list(p.differs)})
     return entries
+
+
+def _wall_ratio(row: dict[str, Any], threads: int) -> float | None:
+    """IREE's est. wall ms / the peer's at ``threads`` threads in a peer row (measured on --rvv-wall-time), or None."""
+    walls = (row.get("threads") or {}).get("wall") or []
+    return next((w["ratio"] for w in walls if w["threads"] == threads), None)
 
 
 def _x(value: float | None) -> str:
@@ -145,8 +156,9 @@ def studies_table(entries: list[dict[str, Any]]) -> list[str]:
     lines = ["| " + " | ".join(STUDIES_HEADER) + " |", "|" + "---|" * len(STUDIES_HEADER)]
     for e in entries:
         measured = f"{e['measured_ratio']:.2f}x ({e['iree_ms']:g} / {e['onnxruntime_ms']:g})"
-        lines += [f"| {e['model']} | {measured} | {o['target']} | {_x(o['ratio'])} | {_x(o['est_ratio'])} |"
-                  for o in e["ours"]]
+        lines += [f"| {e['model']} | {measured} | {o['target']} | {_x(o['ratio'])} | {_x(o['est_ratio'])} | "
+                  + ("-" if o.get("wall_ratio") is None else f"{_x(o['wall_ratio'])} ({o['threads']} threads)")
+                  + " |" for o in e["ours"]]
     return lines
 
 
@@ -157,8 +169,9 @@ def studies_lines(entries: list[dict[str, Any]]) -> list[str]:
 
 
 STUDIES_NOTE = ("a ratio on silicon is wall time of 8 threads on the K3; ours is one thread's executed work and its "
-                "llvm-mca estimate on the X60: a ratio cancels the clock, not the core, the threads, nor the two "
-                "builds' kernels")
+                "llvm-mca estimate on the X60, and, where --rvv-wall-time measured 8 threads, both sides' est. wall "
+                "time at 8 (the X60's caches and memory modelled): a ratio cancels the clock, not the core, nor the "
+                "two builds' kernels")
 
 
 class PeersCollector:

@@ -12,7 +12,6 @@ and counted with one and two calls (their difference is one call's work, loading
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from pytest_rvv.config.targets import Target
 from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges, harness_said
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
-from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE, Capabilities
+from pytest_rvv.run.runner import GUEST_ADDRESS_SPACE
 from pytest_rvv.toolchain.debian_sysroot import MARKER, PeerSysroot, SysrootRecipe, prepare_sysroot
 
 CLANG = "clang-22"
@@ -119,19 +118,6 @@ class MatmulRunner(EmulatedPeerRunner):
         super().__init__(target, qemu, sysroot, harness)
         self.kernels = kernels  # the kernel set it picks on this target (``core``): riscv64_zvl256b
         self.threads = threads  # the library's own threads per call (the harness's --threads)
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return dataclasses.replace(super().capabilities, threads=self.threads)
-
-    def with_threads(self, threads: int) -> MatmulRunner:
-        """The library with ``threads`` threads of its own (OpenBLAS's server threads, ggml's thread pool)."""
-        if threads < 1:
-            raise ValueError(f"threads must be at least 1, not {threads}")
-        return MatmulRunner(self.library, self.target, self.qemu, self.sysroot, self.harness, self.kernels, threads)
-
-    def identity(self) -> list[str]:
-        return super().identity() + ([f"threads={self.threads}"] if self.threads > 1 else [])
 
     def describe(self) -> str:
         picked = f": {self.kernels} kernels" if self.kernels else ""

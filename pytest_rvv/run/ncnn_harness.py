@@ -89,6 +89,7 @@ def main(argv: list[str]) -> int:
         del buffer
     session = time.perf_counter() - start if timings else 0.0
     results: list = []
+    last = 0.0
     for _ in range(repeat):
         start = time.perf_counter() if timings else 0.0
         extractor = net.create_extractor()
@@ -102,7 +103,7 @@ def main(argv: list[str]) -> int:
                 fail(1, f"extracting out{i} failed ({code}): a layer ncnn cannot run on this input")
             results.append(mat.clone())
         last = time.perf_counter() - start if timings else 0.0
-    for path, mat in zip(outputs, results, strict=True):
+    for path, mat in zip(outputs if repeat else [], results, strict=True):  # --repeat=0: the load alone, no output
         view = memoryview(mat)
         write_npy(path, (1, *view.shape), view.tobytes())
     if "--maps" in value:

@@ -77,6 +77,11 @@ CONVERT_TIMEOUT_S = 600.0
 # argv[0] is the guest's absolute path, or Python makes its executable's path from the working folder's (a temporary
 # folder's random name: the counts varied from run to run)
 GUEST_ENV = ("-E", "PYTHONHASHSEED=0")
+# On threads of its own, ncnn's OpenMP workers (libgomp) spin a fixed count at each barrier before they sleep: a spin
+# executes the same in every run, so measure/peer_threads.py would count it as work (measured, a 4-thread call of two
+# 3x3 convs whose one-thread call is 742,189 instructions: 770,558 over the threads spinning, 745,344 waiting
+# passively). Passive waiting leaves the work.
+THREADED_ENV = ("-E", "OMP_WAIT_POLICY=PASSIVE")
 
 
 def _wheel_key(namespace: str, wheel: str, sha256: str) -> str:
@@ -164,7 +169,8 @@ def _output_shapes(model: Path) -> list[tuple[int, ...] | None]:
 
 
 class NcnnRunner(EmulatedPeerRunner):
-    """ncnn's riscv64 wheel in Debian's riscv64 Python under ``qemu`` with ``target``'s CPU, one thread."""
+    """ncnn's riscv64 wheel in Debian's riscv64 Python under ``qemu`` with ``target``'s CPU (its OpenMP threads:
+    ``threads``)."""
 
     what = "ncnn"
 
@@ -227,10 +233,11 @@ class NcnnRunner(EmulatedPeerRunner):
         for file, array in zip(in_names, inputs, strict=True):
             np.save(workdir / file, np.ascontiguousarray(array, dtype="<f4"), allow_pickle=False)
         argv = [*launcher, str(self.qemu.path), "-cpu", self.target.emulator_cpu, "-R", GUEST_ADDRESS_SPACE,
-                "-L", str(self.sysroot.path), *GUEST_ENV, *qemu_args, "-0", f"/{PYTHON}",
+                "-L", str(self.sysroot.path), *GUEST_ENV, *(THREADED_ENV if self.threads > 1 else ()), *qemu_args,
+                "-0", f"/{PYTHON}",
                 str(self.sysroot.path / PYTHON), "-S", "-B", str(self.staged() / HARNESS), str(self.staged() / "site"),
                 "model.param", "model.bin", *(f"--input=@{n}" for n in in_names),
-                *(f"--output=@{n}" for n in out_names), "--threads=1",
+                *(f"--output=@{n}" for n in out_names), f"--threads={self.threads}",
                 f"--repeat={repeat}", *(["--maps=@maps.txt"] if maps else []), *([] if timings else ["--no-timings"])]
         result = run_process(argv, timeout_s=timeout_s or RUN_TIMEOUT_S, env={}, cwd=workdir)
         if not result.ok:
@@ -239,7 +246,7 @@ class NcnnRunner(EmulatedPeerRunner):
             raise error(f"{label}: ncnn (riscv64, {self.target.name}) failed ({result.status()}): {reason}",
                         result.stderr[-4000:])
         outputs = []
-        for file, shape in zip(out_names, _output_shapes(model), strict=False):
+        for file, shape in zip(out_names if repeat else [], _output_shapes(model), strict=False):
             array = np.load(workdir / file, allow_pickle=False)
             outputs.append(array.reshape(shape) if shape is not None and array.size == int(np.prod(shape)) else array)
         said = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)

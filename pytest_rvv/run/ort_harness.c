@@ -8,7 +8,8 @@
  *               [--optimizations=all|extended|basic|disable] [--repeat=N] [--library=libonnxruntime.so.1.21]
  *               [--maps=@maps.txt] [--no-timings]
  *
- * Inputs bind to the model's inputs in order; the i-th --output receives the model's i-th output. On success it
+ * Inputs bind to the model's inputs in order; the i-th --output receives the model's i-th output (--repeat=0 loads
+ * the model, makes no call and writes no output: what a call adds is a one-call run less it). On success it
  * prints "session_us <n>" (creating the session: loading and optimizing the model) and "run_us <n>" (the last of
  * --repeat runs; not with --no-timings, for counted runs) and exits 0. --maps copies /proc/self/maps at the end (where each library was loaded: under QEMU,
  * the guest's addresses, which executed counts are attributed by). Any failure is one line on stderr, "ort_harness: <model>: <what>: <message>", and a
@@ -330,8 +331,8 @@ int main(int argc, char **argv)
             model_path = arg;
         }
     }
-    if (threads < 1 || repeat < 1) {
-        fail(2, "arguments", "--threads and --repeat take a number >= 1");
+    if (threads < 1 || repeat < 0) {
+        fail(2, "arguments", "--threads takes a number >= 1, --repeat a number >= 0");
     }
     if (!strcmp(model_path, "(no model)")) {
         fail(2, "arguments", "usage: ort_harness MODEL.onnx [--input=@in.npy ...] [--output=@out.npy ...] "
@@ -415,7 +416,7 @@ int main(int argc, char **argv)
         }
     }
 
-    for (size_t i = 0; i < n_outputs; i++) {
+    for (size_t i = 0; repeat > 0 && i < n_outputs; i++) { /* --repeat=0 loads the model and makes no call */
         OrtTensorTypeAndShapeInfo *info;
         ONNXTensorElementDataType type;
         size_t ndim, count;

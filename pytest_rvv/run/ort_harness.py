@@ -160,7 +160,7 @@ def run_harness(harness: Path, sysroot: PeerSysroot, qemu: Qemu, target: Target,
                     f"{reason}", result.stderr[-4000:])
     timings = {parts[0]: int(parts[1]) for parts in map(str.split, result.stdout.splitlines())
                if len(parts) == 2 and parts[0] in ("session_us", "run_us") and parts[1].isdigit()}
-    outputs = [np.load(workdir / name, allow_pickle=False) for name in out_names]
+    outputs = [np.load(workdir / name, allow_pickle=False) for name in out_names] if repeat else []
     code = executable_ranges((workdir / "maps.txt").read_text()) if maps else None
     return PeerRun(outputs, result, timings.get("session_us", 0) / 1e6, timings.get("run_us", 0) / 1e6, code)
 

@@ -100,8 +100,8 @@ class PeerRunner(EmulatedPeerRunner):
             timings: bool = True) -> PeerRun:
         """One run of ``model`` (raises RunFailed, PeerRejected: one line naming the model)."""
         return run_harness(self.harness, self.sysroot, self.qemu, self.target, model, inputs, workdir, num_outputs,
-                           optimizations=optimizations, repeat=repeat, maps=maps, qemu_args=qemu_args,
-                           launcher=launcher, label=name, timings=timings,
+                           threads=self.threads, optimizations=optimizations, repeat=repeat, maps=maps,
+                           qemu_args=qemu_args, launcher=launcher, label=name, timings=timings,
                            **({} if timeout_s is None else {"timeout_s": timeout_s}))
 
 @dataclass(frozen=True)

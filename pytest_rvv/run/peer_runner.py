@@ -3,6 +3,7 @@ target's CPU under QEMU, a Debian sysroot and a harness built against it."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,9 @@ from pytest_rvv.toolchain.debian_sysroot import MARKER, PeerSysroot
 
 class EmulatedPeerRunner:
     """What every peer's runner is: a riscv64 target's CPU under ``qemu``, a sysroot and a harness built against it;
-    emulated, counted and recorded by content (``PeerRuns``) and measured the same way (measure/peers.py), one thread.
-    Subclasses say what they run (``describe``) and how (``run``)."""
+    emulated, counted and recorded by content (``PeerRuns``) and measured the same way (measure/peers.py), one thread
+    unless ``with_threads`` asks for more. Subclasses say what they run (``describe``) and how (``run``, passing
+    ``threads`` to their harness)."""
 
     what = "peer"  # names the peer in the refusal of a target it cannot run
 
@@ -28,21 +30,25 @@ class EmulatedPeerRunner:
         target.check_emulator_vlen()
         target.check_emulator_runs()
         self.target, self.qemu, self.sysroot, self.harness = target, qemu, sysroot, harness
+        self.threads = 1  # the peer's own threads per call (its harness's --threads)
 
     @property
     def capabilities(self) -> Capabilities:
-        """Emulated, counted and recorded by content, one thread; what it runs is the peer."""
+        """Emulated, counted and recorded by content, on ``threads`` threads; what it runs is the peer."""
         return Capabilities(f"under qemu-{self.qemu.arch} {self.qemu.version_text} -cpu {self.target.emulator_cpu}",
-                            emulated=True, counted=True, peer=self.describe())
+                            emulated=True, counted=True, peer=self.describe(), threads=self.threads)
 
     def describe(self) -> str:
         raise NotImplementedError
 
-    def with_threads(self, threads: int) -> EmulatedPeerRunner | None:
-        """The same peer running each call on ``threads`` threads of its own (its capabilities' ``threads``), or None
-        when its harness runs one thread only (ONNX Runtime's and ncnn's here)."""
-        del threads
-        return None
+    def with_threads(self, threads: int) -> EmulatedPeerRunner:
+        """The same peer running each call on ``threads`` threads of its own (ONNX Runtime's intra-op pool, ncnn's
+        OpenMP threads, OpenBLAS's server threads, ggml's pool): its capabilities' ``threads``."""
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, not {threads}")
+        threaded = copy.copy(self)
+        threaded.threads = threads
+        return threaded
 
     def run(self, model: Path, inputs: list[np.ndarray], workdir: Path, num_outputs: int, *,
             optimizations: str = "all", repeat: int = 1, maps: bool = False, qemu_args: tuple[str, ...] = (),
@@ -69,4 +75,4 @@ class EmulatedPeerRunner:
     def identity(self) -> list[str]:
         """What decides its runs besides the model, inputs and helper."""
         return [content_sha(self.harness), content_sha(self.sysroot.path / MARKER), content_sha(self.qemu.path),
-                self.target.emulator_cpu]
+                self.target.emulator_cpu, *([f"threads={self.threads}"] if self.threads > 1 else [])]
