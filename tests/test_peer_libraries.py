@@ -168,7 +168,7 @@ def test_at_8_threads_a_call_splits_over_openblas_s_threads_and_their_waiting_is
     fresh = PeerRuns(store, None, kept=KeptRuns(store, fresh=True))  # another pair of runs than the recorded one
     split = [measure_peer_threads(model, oracle, runner, runs, 8) for runs in (runs, fresh)]
     for threads in split:
-        assert threads is not None and threads.threads == 8 and len(threads.per_thread) == 8
+        assert threads.threads == 8 and len(threads.per_thread) == 8
         assert per_call < threads.work < 1.05 * per_call  # the one-thread call, and what splitting it costs
         assert threads.waited > threads.work  # the waiting left out dwarfs the work (measured: 157-331 M vs 4.4 M)
         assert threads.balance < 1.02  # OpenBLAS splits the matrix evenly

@@ -195,7 +195,7 @@ def test_on_threads_of_its_own_a_call_splits_over_ncnns_workers_and_a_run_that_m
     per_call = sum(two[0].values()) - sum(one[0].values())
     spec = Model("convs", LocalFile(model), (InputSpec("x", (1, 32, 4, 4)),))
     threads = measure_peer_threads(spec, Oracle(model, inputs, expected), runner, runs, 4)
-    assert threads is not None and threads.threads == 4 and len(threads.per_thread) > 1
+    assert threads.threads == 4 and len(threads.per_thread) > 1
     # measured: 742,189 alone, 745,344 over 4 threads (their waiting passive: a spin at a barrier would count)
     assert per_call < threads.work < 1.02 * per_call, (per_call, threads.per_thread)
     assert all(share < per_call / 2 for share in threads.per_thread)  # the convs' channels go to every thread

@@ -100,12 +100,10 @@ def split_work(one: tuple[RecordedPeerRun, RecordedPeerRun],
 
 
 def measure_peer_threads(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns,
-                         threads: int) -> PeerThreads | None:
-    """The peer's one call split over ``threads`` threads of its own; None when its harness runs one thread only.
-    Each threaded run's outputs must agree with onnxruntime's (one line naming the model if not)."""
+                         threads: int) -> PeerThreads:
+    """The peer's one call split over ``threads`` threads of its own (``with_threads``). Each threaded run's outputs
+    must agree with onnxruntime's (one line naming the model if not)."""
     threaded = runner.with_threads(threads)
-    if threaded is None:
-        return None
     args = (threaded, oracle.prepared, oracle.inputs, len(oracle.outputs), "all", model.name)
     one = tuple(runs.run(COUNTED_ONE, *args, sample=s) for s in SAMPLES)
     two = tuple(runs.run(COUNTED_TWO, *args, sample=s) for s in SAMPLES)
@@ -230,14 +228,11 @@ def iree_walls(cell: Cell, workdir: Path, thread_counts: list[int], called: set[
 
 def threads_beside(cell: Cell, model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns,
                    workdir: Path, threads: int, called: set[str], one_thread_cycles: float | None = None
-                   ) -> ThreadsBeside | None:
-    """The peer and IREE's cell at ``threads`` threads (None when the peer's harness runs one thread only: ONNX
-    Runtime's and ncnn's here; nothing of IREE's is run then): the busiest threads' in-core est. ms, and both sides'
-    est. wall time at one thread (the peer's from ``one_thread_cycles``, its one-thread call's est. cycles) and at
-    ``threads``, with the peer's traffic traced through CORE's caches."""
+                   ) -> ThreadsBeside:
+    """The peer and IREE's cell at ``threads`` threads: the busiest threads' in-core est. ms, and both sides' est. wall
+    time at one thread (the peer's from ``one_thread_cycles``, its one-thread call's est. cycles) and at ``threads``,
+    with the peer's traffic traced through CORE's caches."""
     peer = measure_peer_threads(model, oracle, runner, runs, threads)
-    if peer is None:
-        return None
     in_core = iree_threads_ms(cell, workdir, threads, called)
     if not peer.thread_cycles:  # llvm-mca missing: no cycles to add stalls to
         return ThreadsBeside(threads, in_core, peer)
