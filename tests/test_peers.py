@@ -21,12 +21,13 @@ from pytest_rvv.base.store import Store
 from pytest_rvv.config.settings import default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.counts import parse
-from pytest_rvv.measure.peers import by_library
+from pytest_rvv.measure.peers import PeerRow, by_library
 from pytest_rvv.report.peers import (
     PUBLISHED,
     STUDIES_TITLE,
     moved_lines,
     peers_markdown,
+    peers_table,
     studies,
     studies_lines,
     studies_table,
@@ -203,8 +204,10 @@ def test_a_change_in_the_peer_s_work_fails_naming_it(peers_project):
 
 def test_in_an_ab_the_peer_is_a_fixed_point_iree_moves_against():
     # a row as results.json files before peers were plug-ins hold it (the peer's side under "onnxruntime")
-    row = {"model": "mobilenetv2", "target": "rv64gcv-zvl256b", "peer": "ONNX Runtime 1.21.0",
-           "onnxruntime": {"per_call_instructions": 1000}, "ratio": 0.51}
+    recorded = _recorded("mobilenetv2", "rv64gcv-zvl256b", 0.51, 1.0)
+    del recorded["peer_name"]
+    recorded["onnxruntime"] = recorded.pop("peer_work") | {"per_call_instructions": 1000}
+    row = PeerRow.from_json(recorded)
     compared = {"model": "mobilenetv2", "target": "rv64gcv-zvl256b", "reference": "3.12.0", "under_test": "3.13.0",
                 "per_call": {"executed": [420, 510]}}
     assert moved_lines([row], [compared]) == [
@@ -229,7 +232,7 @@ def test_without_the_sysroot_the_peer_tests_skip_with_setup_s_one_line(peers_pro
     assert not list(without_riscv64_runtime.glob("onnxruntime-riscv64-*/"))  # nothing half-made is left
 
 
-def _row(model: str, target: str, ratio: float, est_ratio: float) -> dict:
+def _recorded(model: str, target: str, ratio: float, est_ratio: float) -> dict:
     """A peers table row as measure/peers.py's PeerComparison.row writes it (the figures made up)."""
     return {"model": model, "target": target, "toolchain": "IREE compiler version 3.13.0rc20261016 @ 89ece87b",
             "peer": "ONNX Runtime 1.21.0", "ratio": ratio, "est_ratio": est_ratio, "notes": [],
@@ -241,15 +244,21 @@ def _row(model: str, target: str, ratio: float, est_ratio: float) -> dict:
                           "library": "libonnxruntime", "library_share_percent": 99.0, "max_abs_error": 1e-6}}
 
 
+def _row(model: str, target: str, ratio: float, est_ratio: float) -> PeerRow:
+    """That row as the reports read it."""
+    return PeerRow.from_json(_recorded(model, target, ratio, est_ratio))
+
+
 def test_iree_issue_24772_s_measured_ratio_stands_beside_ours_with_what_differs():
-    rows = [_row("resnet18", "rv64gcv-zvl256b-mmt4d", 0.31, 0.42), _row("resnet18", "rv64gcv-zvl256b", 1.7, 2.9),
-            _row("mlp", "rv64gc", 1.0, 1.0)]
+    recorded = [_recorded("resnet18", "rv64gcv-zvl256b-mmt4d", 0.31, 0.42),
+                _recorded("resnet18", "rv64gcv-zvl256b", 1.7, 2.9), _recorded("mlp", "rv64gc", 1.0, 1.0)]
     # --rvv-wall-time=x60:1,8 measured the zvl256b cell at the study's 8 threads too (measure/peer_threads.py)
     from pytest_rvv.measure.peers import PeerThreads, ThreadsBeside, WallBeside
 
     pool = PeerThreads(8, (900, 700, 700, 600, 600, 500, 500, 400), 0, 1.6e6, 99.0, 1.6, (1.6e6,) * 8)
-    rows[1]["threads"] = ThreadsBeside(8, 0.9, pool, (WallBeside(1, 22.0, "compute", 10.0, "compute"),
-                                                      WallBeside(8, 5.5, "DRAM", 10.0, "imbalance")), 4096).row()
+    recorded[1]["threads"] = ThreadsBeside(8, 0.9, pool, (WallBeside(1, 22.0, "compute", 10.0, "compute"),
+                                                          WallBeside(8, 5.5, "DRAM", 10.0, "imbalance")), 4096).row()
+    rows = [PeerRow.from_json(row) for row in recorded]
     # the quoted figures: fp32 IREE 117.0 ms, ONNX Runtime 418.0 ms; int8 83.9 and 406.1 (K3, 8 threads)
     quoted = {p.model: (p.iree_ms, p.peer_ms) for p in PUBLISHED}
     assert quoted == {"resnet18": (117.0, 418.0), "resnet18-int8": (83.9, 406.1)}
@@ -301,3 +310,18 @@ def test_a_report_folder_used_again_holds_the_peers_section_once(tmp_path):
     text = path.read_text()
     assert text.startswith("# pytest-rvv performance\n\nTable 1 of this run\n")
     assert text.count("## IREE beside its peers") == 1
+
+
+def test_a_row_recorded_before_peers_were_plug_ins_reads_as_onnx_runtime_s():
+    """results.json files from before the peer plug-ins name the peer's side ``onnxruntime``, its library share
+    ``libonnxruntime_share_percent``, and have no ``peer_name``: ``PeerRow`` reads them as ONNX Runtime's rows, and
+    keeps every row as recorded for results.json."""
+    now = _recorded("resnet18", "rv64gcv-zvl256b", 1.7, 2.9)
+    before = {k: v for k, v in now.items() if k not in ("peer_work", "peer_name")}
+    side = dict(now["peer_work"])
+    side["libonnxruntime_share_percent"] = side.pop("library_share_percent")
+    before["onnxruntime"] = side
+    old, new = PeerRow.from_json(before), PeerRow.from_json(now)
+    assert old == new and old.name == "onnxruntime" and old.work.library_share == 99.0
+    assert old.to_json() is before and new.to_json() is now
+    assert peers_table([old]) == peers_table([new])

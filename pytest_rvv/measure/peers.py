@@ -253,6 +253,109 @@ class PeerComparison:
                     {"threads": self.threads.row()} if self.threads is not None else {})
 
 
+@dataclass(frozen=True)
+class IreeCall:
+    """IREE's side of a peers table row, as recorded: a call's work, vector share, est. ms on CORE, its top dispatches
+    (name, share of the work in percent) and the pack/unpack share."""
+
+    per_call: int
+    vector_share: float
+    est_ms: float | None
+    top: tuple[tuple[str, float], ...]
+    pack_share: float
+
+
+@dataclass(frozen=True)
+class PeerCall:
+    """The peer's side of a row, as recorded: a call's work, vector share, est. ms on CORE and the share of the work in
+    the peer's own library (None in rows that did not record it)."""
+
+    per_call: int
+    vector_share: float
+    est_ms: float | None
+    library_share: float | None
+
+
+@dataclass(frozen=True)
+class WallRow:
+    """Both sides' est. wall ms of one call at ``threads`` threads and what bounds each, with their recorded ratio."""
+
+    threads: int
+    iree_ms: float | None
+    iree_bound: str | None
+    peer_ms: float
+    peer_bound: str
+    ratio: float | None
+
+
+@dataclass(frozen=True)
+class ThreadsRow:
+    """A row's sides at a board's threads, as recorded (``ThreadsBeside.row``): IREE's and the peer's busiest-thread
+    est. ms and their ratio, the peer's work per thread (main first), balance and waiting left out, the est. wall times
+    (one thread and ``threads``) and the peer's DRAM bytes per call."""
+
+    threads: int
+    iree_est_ms: float | None
+    peer_est_ms: float | None
+    est_ratio: float | None
+    per_thread: tuple[int, ...]
+    balance: float
+    waited: int
+    walls: tuple[WallRow, ...] = ()
+    peer_dram_bytes: int | None = None
+
+    def wall(self, threads: int) -> WallRow | None:
+        return next((w for w in self.walls if w.threads == threads), None)
+
+
+@dataclass(frozen=True)
+class PeerRow:
+    """One row of the peers tables as a peer test recorded it (``PeerComparison.row``: what crosses from xdist workers
+    and what results.json's ``peers`` holds, ``to_json``), read once into attributes for the reports. Rows written
+    before peers were plug-ins name the peer's side ``onnxruntime`` and have no ``peer_name``."""
+
+    model: str
+    target: str
+    toolchain: str | None
+    peer: str  # what ran: "ONNX Runtime 1.21.0+dfsg-1 (Debian trixie riscv64, rv64gc)"
+    name: str  # the plug-in (run/peer.py PEERS)
+    ratio: float | None
+    est_ratio: float | None
+    iree: IreeCall
+    work: PeerCall
+    threads: ThreadsRow | None
+    recorded: dict[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> PeerRow:
+        iree, work, threads = row["iree"], row.get("peer_work") or row["onnxruntime"], row.get("threads")
+        return cls(
+            row["model"], row["target"], row.get("toolchain"), row["peer"], str(row.get("peer_name") or "onnxruntime"),
+            row["ratio"], row.get("est_ratio"),
+            IreeCall(iree["per_call_instructions"], iree["vector_share_percent"], iree["est_ms"],
+                     tuple((d["dispatch"], d["share_percent"]) for d in iree["top_dispatches"]),
+                     iree["pack_share_percent"]),
+            PeerCall(work["per_call_instructions"], work["vector_share_percent"], work.get("est_ms"),
+                     work.get("library_share_percent", work.get("libonnxruntime_share_percent"))),
+            None if not threads else ThreadsRow(
+                threads["threads"], threads["iree_est_ms"], threads["peer"]["busiest_est_ms"], threads["est_ratio"],
+                tuple(threads["peer"]["per_thread_instructions"]), threads["peer"]["balance"],
+                threads["peer"]["waited_instructions"],
+                tuple(WallRow(w["threads"], w["iree_ms"], w["iree_bound_by"], w["peer_ms"], w["peer_bound_by"],
+                              w["ratio"]) for w in threads.get("wall", [])),
+                threads.get("peer_dram_bytes")),
+            row)
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as recorded (results.json's ``peers``)."""
+        return self.recorded
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """model, target, peer: one row per key (a test run again replaces its row)."""
+        return self.model, self.target, self.name
+
+
 def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
     """A counted peer run's executed instructions per library, and its vector instructions."""
     assert run.counts is not None

@@ -24,6 +24,7 @@ from pytest_rvv.measure.metrics import (
     ratio,
     silicon_metric,
 )
+from pytest_rvv.measure.peers import PeerRow
 from pytest_rvv.measure.performance import CalibrationPoint, PerfResult
 
 
@@ -412,7 +413,7 @@ def _wall(path: KernelPath | None) -> str:
     return wall_text(path.wall.ms, path.wall.bound_by, ("1", WALL_AT))
 
 
-def with_peers(entries: list[KernelEntry], rows: list[dict[str, Any]]) -> list[KernelEntry]:
+def with_peers(entries: list[KernelEntry], rows: list[PeerRow]) -> list[KernelEntry]:
     """Each dashboard entry with its peers beside it (``peers``: name -> est. cycles on CORE, executed, vector share
     and est. / the default path's), from the peers tables' rows of this kernel (report/peers.py; a kernel peer's
     work is the same on every path's target, so any one row stands for it)."""
@@ -423,13 +424,10 @@ def with_peers(entries: list[KernelEntry], rows: list[dict[str, Any]]) -> list[K
         default = entry.paths[DEFAULT].est_cycles if DEFAULT in entry.paths else None
         found: dict[str, PeerBeside] = {}
         for r in rows:
-            if r["model"] != entry.model or r["target"] not in targets:
+            if r.model != entry.model or r.target not in targets:
                 continue
-            work = r.get("peer_work") or r.get("onnxruntime") or {}
-            est = None if work.get("est_ms") is None or not ghz else work["est_ms"] * ghz * 1e6
-            found[str(r.get("peer_name") or "onnxruntime")] = PeerBeside(
-                r["peer"], est, work.get("per_call_instructions"), work.get("vector_share_percent"),
-                ratio(est, default))
+            est = None if r.work.est_ms is None or not ghz else r.work.est_ms * ghz * 1e6
+            found[r.name] = PeerBeside(r.peer, est, r.work.per_call, r.work.vector_share, ratio(est, default))
         out.append(replace(entry, peers=dict(sorted(found.items()))) if found else entry)
     return out
 

@@ -1,7 +1,8 @@
 """The peers tables: per model (or kernel) x riscv64 target, IREE beside a peer (run/peer.py PEERS: ONNX Runtime's
 riscv64 build on the models, OpenBLAS on the kernel suite's f32 matmuls).
 
-Each row is what a peer test left on its record (measure/peers.py ``PeerComparison.row``): executed instructions per
+Each row is what a peer test left on its record (measure/peers.py ``PeerComparison.row``), read once into a
+``PeerRow`` (its sides ``IreeCall`` and ``PeerCall``, at a board's threads ``ThreadsRow``): executed instructions per
 call on both sides, est. X60 ms per call on both sides (measure/peers.py), vector shares, the ratio IREE / peer, and
 IREE's dispatches that make the difference. The gap table leads: per model, IREE's best path (its fastest target by
 est. X60 ms) beside the fastest peer. In an A/B (``--rvv-compare`` with the toolchain comparisons run too) each peer is
@@ -20,6 +21,7 @@ from typing import Any
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.judge.peers import NEAR, peer_standing
+from pytest_rvv.measure.peers import IreeCall, PeerCall, PeerRow, WallRow
 from pytest_rvv.run.peer import ONNXRUNTIME, PEERS
 
 TITLE = "rvv peers: IREE beside its peers on the same QEMU CPU (work per call)"
@@ -50,20 +52,10 @@ GAP_HEADER = ["Model", "IREE's best path", "IREE est. X60 ms", "IREE per call (M
               "Peer est. X60 ms", "Peer per call (M)", "IREE / fastest peer"]
 
 
-def peer_of(row: dict[str, Any]) -> dict[str, Any]:
-    """A row's peer side (``peer_work``; results.json files written before peers were plug-ins call it
-    ``onnxruntime``)."""
-    return row.get("peer_work") or row["onnxruntime"]
-
-
-def peer_name(row: dict[str, Any]) -> str:
-    return str(row.get("peer_name") or ONNXRUNTIME)
-
-
-def peer_title(row: dict[str, Any]) -> str:
+def peer_title(row: PeerRow) -> str:
     """The peer's name as people write it: ``ONNX Runtime``, ``OpenBLAS``."""
-    found = PEERS.get(peer_name(row))
-    return found.title if found is not None else peer_name(row)
+    found = PEERS.get(row.name)
+    return found.title if found is not None else row.name
 
 
 @dataclass(frozen=True)
@@ -122,27 +114,27 @@ STUDIES_HEADER = ["Model", "Measured IREE / ORT (ms, on silicon)", "Ours: target
                   "IREE / ORT est. X60 wall ms at the study's threads"]
 
 
-def studies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def studies(rows: list[PeerRow]) -> list[dict[str, Any]]:
     """Each ``PUBLISHED`` measurement whose model ran beside its peer: the measured ratio, ours per target, and what
     differs (results.json's ``peers_published``)."""
     entries = []
     for p in PUBLISHED:
-        ours = [r for r in ordered(rows) if r["model"] == p.model and peer_name(r) == ONNXRUNTIME]
+        ours = [r for r in ordered(rows) if r.model == p.model and r.name == ONNXRUNTIME]
         if not ours:
             continue
         entries.append({"model": p.model, "source": p.source, "measured": p.measured, "iree_ms": p.iree_ms,
                         "onnxruntime_ms": p.peer_ms, "measured_ratio": round(p.ratio, 4),
-                        "ours": [{"target": r["target"], "toolchain": r.get("toolchain"), "ratio": r["ratio"],
-                                  "est_ratio": r.get("est_ratio"), "threads": p.threads,
+                        "ours": [{"target": r.target, "toolchain": r.toolchain, "ratio": r.ratio,
+                                  "est_ratio": r.est_ratio, "threads": p.threads,
                                   "wall_ratio": _wall_ratio(r, p.threads)} for r in ours],
                         "differs": list(p.differs)})
     return entries
 
 
-def _wall_ratio(row: dict[str, Any], threads: int) -> float | None:
+def _wall_ratio(row: PeerRow, threads: int) -> float | None:
     """IREE's est. wall ms / the peer's at ``threads`` threads in a peer row (measured on --rvv-wall-time), or None."""
-    walls = (row.get("threads") or {}).get("wall") or []
-    return next((w["ratio"] for w in walls if w["threads"] == threads), None)
+    wall = row.threads.wall(threads) if row.threads is not None else None
+    return None if wall is None else wall.ratio
 
 
 def _x(value: float | None) -> str:
@@ -178,103 +170,93 @@ class PeersCollector:
     """Gathers the rows the peer suite's tests left (xdist workers' reports arrive on the controller)."""
 
     def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[PeerRow] = []
 
     def pytest_runtest_logreport(self, report: Any) -> None:
-        row = Record.of(report).peers
-        if row is not None and report.when == "call":
-            self.rows = [r for r in self.rows if _key(r) != _key(row)] + [row]
-
-
-def _key(row: dict[str, Any]) -> tuple[str, str, str]:
-    return row["model"], row["target"], peer_name(row)
+        recorded = Record.of(report).peers
+        if recorded is not None and report.when == "call":
+            row = PeerRow.from_json(recorded)
+            self.rows = [r for r in self.rows if r.key != row.key] + [row]
 
 
 def _m(n: int | None) -> str:
     return "-" if n is None else f"{n / 1e6:.2f}"
 
 
-def _top(row: dict[str, Any]) -> str:
-    return ", ".join(f"{d['dispatch']} {d['share_percent']:.0f} %" for d in row["iree"]["top_dispatches"])
+def _top(row: PeerRow) -> str:
+    return ", ".join(f"{dispatch} {share:.0f} %" for dispatch, share in row.iree.top)
 
 
-def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(rows, key=_key)
+def ordered(rows: list[PeerRow]) -> list[PeerRow]:
+    return sorted(rows, key=lambda r: r.key)
 
 
-def peers_table(rows: list[dict[str, Any]]) -> list[str]:
+def peers_table(rows: list[PeerRow]) -> list[str]:
     """The table as Markdown lines (the terminal under -v, performance.md, the page)."""
     if not rows:
         return []
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for r in ordered(rows):
-        iree, peer = r["iree"], peer_of(r)
-        own = peer.get("library_share_percent", peer.get("libonnxruntime_share_percent"))
-        cells = [r["model"], r["target"], peer_name(r), _m(iree["per_call_instructions"]),
-                 _m(peer["per_call_instructions"]), "-" if r["ratio"] is None else f"{r['ratio']:.2f}x",
-                 "-" if iree["est_ms"] is None else f"{iree['est_ms']:.2f}",
-                 "-" if peer.get("est_ms") is None else f"{peer['est_ms']:.2f}",
-                 "-" if r.get("est_ratio") is None else f"{r['est_ratio']:.2f}x",
-                 f"{iree['vector_share_percent']:.1f}", f"{peer['vector_share_percent']:.1f}",
-                 "-" if own is None else f"{own:.4g}", f"{iree['pack_share_percent']:.1f}", _top(r)]
+        iree, peer = r.iree, r.work
+        cells = [r.model, r.target, r.name, _m(iree.per_call), _m(peer.per_call),
+                 "-" if r.ratio is None else f"{r.ratio:.2f}x", "-" if iree.est_ms is None else f"{iree.est_ms:.2f}",
+                 "-" if peer.est_ms is None else f"{peer.est_ms:.2f}", _x(r.est_ratio),
+                 f"{iree.vector_share:.1f}", f"{peer.vector_share:.1f}",
+                 "-" if peer.library_share is None else f"{peer.library_share:.4g}", f"{iree.pack_share:.1f}",
+                 _top(r)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def threads_table(rows: list[dict[str, Any]]) -> list[str]:
-    """Each row measured at a board's threads (a peer whose harness runs threads), as Markdown lines."""
-    threaded = [r for r in ordered(rows) if r.get("threads")]
+def threads_table(rows: list[PeerRow]) -> list[str]:
+    """Each row measured at a board's threads, as Markdown lines."""
+    threaded = [r for r in ordered(rows) if r.threads is not None]
     if not threaded:
         return []
     lines = ["| " + " | ".join(THREADS_HEADER) + " |", "|" + "---|" * len(THREADS_HEADER)]
     for r in threaded:
-        t = r["threads"]
-        peer = t["peer"]
-        split = " / ".join(f"{n / 1e3:.0f}" for n in peer["per_thread_instructions"])
-        walls = {w["threads"]: w for w in t.get("wall", [])}
-        at_n = walls.get(t["threads"])
-        dram = t.get("peer_dram_bytes")
-        lines.append(f"| {r['model']} | {r['target']} | {peer_name(r)} | {t['threads']} | {_ms(t['iree_est_ms'])} | "
-                     f"{_ms(peer['busiest_est_ms'])} | {_x(t['est_ratio'])} | {_wall(walls.get(1))} | {_wall(at_n)} | "
-                     f"{_x(at_n['ratio']) if at_n else '-'} | {'-' if dram is None else f'{dram / 1024:.0f}'} | "
-                     f"{split} | {peer['balance']:.2f} | {_m(peer['waited_instructions'])} |")
+        t = r.threads
+        assert t is not None
+        split = " / ".join(f"{n / 1e3:.0f}" for n in t.per_thread)
+        at_n = t.wall(t.threads)
+        dram = t.peer_dram_bytes
+        lines.append(f"| {r.model} | {r.target} | {r.name} | {t.threads} | {_ms(t.iree_est_ms)} | "
+                     f"{_ms(t.peer_est_ms)} | {_x(t.est_ratio)} | {_wall(t.wall(1))} | {_wall(at_n)} | "
+                     f"{_x(at_n.ratio) if at_n else '-'} | {'-' if dram is None else f'{dram / 1024:.0f}'} | "
+                     f"{split} | {t.balance:.2f} | {_m(t.waited)} |")
     return lines
 
 
-def _wall(wall: dict[str, Any] | None) -> str:
+def _wall(wall: WallRow | None) -> str:
     """``IREE / peer (bound / bound)`` ms of one est. wall time beside, or ``-``."""
     if wall is None:
         return "-"
-    return (f"{_ms(wall['iree_ms'])} / {_ms(wall['peer_ms'])} "
-            f"({wall['iree_bound_by'] or '-'} / {wall['peer_bound_by']})")
+    return f"{_ms(wall.iree_ms)} / {_ms(wall.peer_ms)} ({wall.iree_bound or '-'} / {wall.peer_bound})"
 
 
-def _speed(side: dict[str, Any]) -> tuple[float, float]:
+def _speed(side: IreeCall | PeerCall) -> tuple[float, float]:
     """How a side ranks: est. X60 ms first (what silicon would take), work per call when there is no estimate."""
-    est = side.get("est_ms")
-    return (float("inf") if est is None else float(est), float(side["per_call_instructions"]))
+    return (float("inf") if side.est_ms is None else float(side.est_ms), float(side.per_call))
 
 
-def gaps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def gaps(rows: list[PeerRow]) -> list[dict[str, Any]]:
     """Per model: IREE's best row (its fastest target, est. X60 ms) beside the fastest peer row, and IREE / peer.
 
     Every target of a model runs on the same modelled core (the X60 has RVV 1.0 at VLEN 256), so the best of IREE's
     paths (rv64gc, RVV, mmt4d...) is held against the best any peer does on that core (results.json's
     ``peers_gap``)."""
     entries = []
-    for model in sorted({r["model"] for r in rows}):
-        mine = [r for r in ordered(rows) if r["model"] == model]  # ordered: ties go the same way on every run
-        best = min(mine, key=lambda r: _speed(r["iree"]))
-        fastest = min(mine, key=lambda r: _speed(peer_of(r)))
-        iree, peer = best["iree"], peer_of(fastest)
-        est = (iree["est_ms"] / peer["est_ms"] if iree.get("est_ms") is not None and peer.get("est_ms") else None)
-        work = (iree["per_call_instructions"] / peer["per_call_instructions"]
-                if peer["per_call_instructions"] else None)
-        entries.append({"model": model, "iree_target": best["target"], "iree_est_ms": iree.get("est_ms"),
-                        "iree_per_call_instructions": iree["per_call_instructions"], "peer_name": peer_name(fastest),
-                        "peer_title": peer_title(fastest),
-                        "peer_target": fastest["target"], "peer_est_ms": peer.get("est_ms"),
-                        "peer_per_call_instructions": peer["per_call_instructions"],
+    for model in sorted({r.model for r in rows}):
+        mine = [r for r in ordered(rows) if r.model == model]  # ordered: ties go the same way on every run
+        best = min(mine, key=lambda r: _speed(r.iree))
+        fastest = min(mine, key=lambda r: _speed(r.work))
+        iree, peer = best.iree, fastest.work
+        est = iree.est_ms / peer.est_ms if iree.est_ms is not None and peer.est_ms else None
+        work = iree.per_call / peer.per_call if peer.per_call else None
+        entries.append({"model": model, "iree_target": best.target, "iree_est_ms": iree.est_ms,
+                        "iree_per_call_instructions": iree.per_call, "peer_name": fastest.name,
+                        "peer_title": peer_title(fastest), "peer_target": fastest.target, "peer_est_ms": peer.est_ms,
+                        "peer_per_call_instructions": peer.per_call,
                         "est_ratio": None if est is None else round(est, 4),
                         "work_ratio": None if work is None else round(work, 4)})
     return entries
@@ -297,11 +279,11 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
-def peers_summary(rows: list[dict[str, Any]], verbose: bool) -> str:
+def peers_summary(rows: list[PeerRow], verbose: bool) -> str:
     """One line: how many cells beside which peers, on how many models IREE's best path is within NEAR of the fastest
     peer, and the model furthest behind (or, when IREE leads everywhere, the closest)."""
-    cells = len({(r["model"], r["target"]) for r in rows})
-    names = ", ".join(sorted({r["peer"].split(" (")[0] for r in rows}))
+    cells = len({(r.model, r.target) for r in rows})
+    names = ", ".join(sorted({r.peer.split(" (")[0] for r in rows}))
     standing = peer_standing(gaps(rows))
     if standing is not None:
         far = standing.entry
@@ -316,13 +298,13 @@ def peers_summary(rows: list[dict[str, Any]], verbose: bool) -> str:
             + (" (the tables above)" if verbose else " (-v prints the tables)"))
 
 
-def moved_lines(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[str]:
+def moved_lines(rows: list[PeerRow], comparisons: list[dict[str, Any]]) -> list[str]:
     """In an A/B, each peer as a fixed point: "IREE moved from 0.42x to 0.51x of ONNX Runtime's work on M at T"."""
     lines = []
     for c in sorted(comparisons, key=lambda c: (c["model"], c["target"])):
         executed = (c.get("per_call") or {}).get("executed")
-        for r in ordered([r for r in rows if (r["model"], r["target"]) == (c["model"], c["target"])]):
-            work = peer_of(r)["per_call_instructions"]
+        for r in ordered([r for r in rows if (r.model, r.target) == (c["model"], c["target"])]):
+            work = r.work.per_call
             if executed and work and None not in executed:
                 before, now = executed[0] / work, executed[1] / work
                 digits = 2 if f"{before:.2f}" != f"{now:.2f}" else 4  # a move too small for two decimals still shows
@@ -338,7 +320,7 @@ def _release(version: str) -> str:
     return match.group(1) if match else version
 
 
-def peers_markdown(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> str:
+def peers_markdown(rows: list[PeerRow], comparisons: list[dict[str, Any]]) -> str:
     """performance.md's section."""
     if not rows:
         return ""
@@ -354,7 +336,7 @@ def peers_markdown(rows: list[dict[str, Any]], comparisons: list[dict[str, Any]]
                       ""])
 
 
-def write_peers(directory: Path, rows: list[dict[str, Any]], comparisons: list[dict[str, Any]],
+def write_peers(directory: Path, rows: list[PeerRow], comparisons: list[dict[str, Any]],
                 after: Sequence[Path] = ()) -> Path | None:
     """The peers section of ``performance.md``: after Table 1 when this run's write_report wrote that file (among
     ``after``), else on its own (a file an earlier run left in ``directory`` is replaced, not appended to)."""

@@ -47,6 +47,7 @@ from pytest_rvv.config.settings import SUMMARY_ENV, environment
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.measure.dispatch_table import DispatchTable
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
+from pytest_rvv.measure.peers import PeerRow
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.report.kernels import KernelEntry, calibration
 from pytest_rvv.report.peers import gaps, ordered, studies
@@ -61,7 +62,7 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
             kernels: list[KernelEntry] | None = None,
             kernel_changes: list[dict[str, Any]] | None = None,
             estimator: list[dict[str, Any]] | None = None,
-            peers: list[dict[str, Any]] | None = None,
+            peers: list[PeerRow] | None = None,
             dispatch_tables: list[DispatchTable] | None = None) -> dict[str, Any]:
     """The results document: one record per test and one per model x target x metric.
 
@@ -100,7 +101,7 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
     if estimator:  # the silicon estimator against published instruction timings (suites/performance/test_estimator.py)
         document["estimator"] = estimator
     if peers:  # cells beside their peer (--rvv-peers: suites/peers/, report/peers.py)
-        document["peers"] = ordered(peers)
+        document["peers"] = [row.to_json() for row in ordered(peers)]
         document["peers_gap"] = gaps(peers)  # per model, IREE's best path beside the fastest peer
         if published := studies(peers):  # the studies' measured ratios beside ours (report/peers.py PUBLISHED)
             document["peers_published"] = published

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rvv.judge.vectorization import Records
+from pytest_rvv.measure.peers import PeerRow
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.report.kernels import KernelEntry
 
@@ -39,7 +40,7 @@ class Sections:
     comparisons: list[dict[str, Any]] = field(default_factory=list)  # toolchain comparisons (--rvv-compare)
     kernel_changes: list[dict[str, Any]] = field(default_factory=list)  # the kernel dashboard, before -> after
     baselines: list[str] = field(default_factory=list)  # what the recorder wrote (--update-baselines), per file
-    peers: list[dict[str, Any]] = field(default_factory=list)  # cells beside their peer (--rvv-peers; report/peers.py)
+    peers: list[PeerRow] = field(default_factory=list)  # cells beside their peer (--rvv-peers; report/peers.py)
 
 
 @dataclass(frozen=True)
