@@ -49,7 +49,7 @@ from pytest_rvv.measure.static import share
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.onnxruntime import reference_level
 from pytest_rvv.run.ort_harness import ORACLE_LEVELS
-from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PLAIN, PeerRuns, RecordedPeerRun
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, ONNXRUNTIME, PLAIN, PeerRuns, RecordedPeerRun
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.session import Cell, Oracle
 
@@ -330,7 +330,7 @@ class PeerRow:
     def from_json(cls, row: dict[str, Any]) -> PeerRow:
         iree, work, threads = row["iree"], row.get("peer_work") or row["onnxruntime"], row.get("threads")
         return cls(
-            row["model"], row["target"], row.get("toolchain"), row["peer"], str(row.get("peer_name") or "onnxruntime"),
+            row["model"], row["target"], row.get("toolchain"), row["peer"], str(row.get("peer_name") or ONNXRUNTIME),
             row["ratio"], row.get("est_ratio"),
             IreeCall(iree["per_call_instructions"], iree["vector_share_percent"], iree["est_ms"],
                      tuple((d["dispatch"], d["share_percent"]) for d in iree["top_dispatches"]),

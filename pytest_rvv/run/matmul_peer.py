@@ -112,12 +112,11 @@ class MatmulRunner(EmulatedPeerRunner):
     """A matmul library for riscv64 (Debian's build) under ``qemu`` with ``target``'s CPU."""
 
     def __init__(self, library: MatmulLibrary, target: Target, qemu: Qemu, sysroot: PeerSysroot, harness: Path,
-                 kernels: str = "", threads: int = 1) -> None:
+                 kernels: str = "") -> None:
         self.library = library
         self.what = library.title
         super().__init__(target, qemu, sysroot, harness)
         self.kernels = kernels  # the kernel set it picks on this target (``core``): riscv64_zvl256b
-        self.threads = threads  # the library's own threads per call (the harness's --threads)
 
     def describe(self) -> str:
         picked = f": {self.kernels} kernels" if self.kernels else ""
