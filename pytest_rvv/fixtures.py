@@ -353,10 +353,9 @@ def rvv_toolchain_comparison(rvv_session: RvvSession, rvv_model: Model, rvv_targ
                                         limits, settings.added_work_percent, strict, settings.max_vector_share_drop,
                                         _wall_request(request, settings))
         _judged(agreement_verdict(comparison.disagreement), record_property)
-        record = comparison.summary()
-        if request.config.getoption("rvv_report"):  # the report file holds every change and the whole asm diff
-            record["detail"] = comparison.render(asm_lines=1 << 30)
-        leave(record_property, comparison=record)
+        # with a report, its file holds every change and the whole asm diff
+        detail = comparison.render(asm_lines=1 << 30) if request.config.getoption("rvv_report") else None
+        leave(record_property, comparison=comparison.record(detail).to_json())
         failures = comparison.regressions
         if failures and not request.config.getoption("rvv_compare_report_only"):
             where = Path(request.config.getoption("rvv_repro") or settings.cache_dir / "repro")

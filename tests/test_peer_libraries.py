@@ -26,6 +26,7 @@ from pytest_rvv.config.cores import cache_hierarchy
 from pytest_rvv.config.kernels import ROWS
 from pytest_rvv.config.settings import ConfigError, default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.judge.peers import gaps
 from pytest_rvv.measure.counts import parse
 from pytest_rvv.measure.peer_threads import measure_peer_threads, peer_traffic
 from pytest_rvv.measure.peers import CORE, PeerRow, by_library, estimate_peer
@@ -33,7 +34,7 @@ from pytest_rvv.measure.traffic import parse_trace
 from pytest_rvv.measure.walltime import BOUNDS
 from pytest_rvv.model.kernels import SHAPES, kernel_model
 from pytest_rvv.model.model import Model
-from pytest_rvv.report.peers import PeersCollector, gap_table, gaps, peers_summary
+from pytest_rvv.report.peers import PeersCollector, gap_table, peers_summary
 from pytest_rvv.report.results import schema
 from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, blas_runner
 from pytest_rvv.run.ggml_peer import ggml_runner
@@ -240,7 +241,7 @@ def test_the_gap_holds_iree_s_best_path_against_the_fastest_peer_per_model():
             _row("resnet18", "rv64gcv-zvl256b", "ONNX", 5.0, 10.0)]
     rows = [PeerRow.from_json(row) for row in rows]
     entries = gaps(rows)
-    assert [(e["model"], e["iree_target"], e["iree_est_ms"], e["peer_name"], e["est_ratio"]) for e in entries] == [
+    assert [(e.model, e.iree_target, e.iree_est_ms, e.peer_name, e.est_ratio) for e in entries] == [
         ("mm", "rv64gcv-zvl256b-mmt4d", 1.5, "openblas", 1.5), ("resnet18", "rv64gcv-zvl256b", 5.0, "onnx", 0.5)]
     assert gap_table(entries)[2] == ("| mm | rv64gcv-zvl256b-mmt4d | 1.5 | 1.50 | OpenBLAS (rv64gcv-zvl256b) | 1 | "
                                      "1.00 | 1.50x |")

@@ -6,6 +6,7 @@ onnxruntime on the host. Without the sysroot (no network) the tests that need it
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -18,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.base.store import Store
+from pytest_rvv.comparison.record import ComparisonRecord, PerCall
 from pytest_rvv.config.settings import default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.measure.counts import parse
@@ -208,19 +210,20 @@ def test_in_an_ab_the_peer_is_a_fixed_point_iree_moves_against():
     del recorded["peer_name"]
     recorded["onnxruntime"] = recorded.pop("peer_work") | {"per_call_instructions": 1000}
     row = PeerRow.from_json(recorded)
-    compared = {"model": "mobilenetv2", "target": "rv64gcv-zvl256b", "reference": "3.12.0", "under_test": "3.13.0",
-                "per_call": {"executed": [420, 510]}}
+    compared = ComparisonRecord("mobilenetv2", "rv64gcv-zvl256b", reference="3.12.0", under_test="3.13.0",
+                                per_call=PerCall(executed=(420, 510)))
     assert moved_lines([row], [compared]) == [
         "IREE moved from 0.42x to 0.51x of ONNX Runtime's work on mobilenetv2 at rv64gcv-zvl256b (3.12.0 -> 3.13.0)"]
     # a move too small for two decimals shows in four; toolchains by their release
-    small = {**compared, "reference": "IREE compiler version 3.12.0rc20260917 @ 2b05c5db",
-             "under_test": "IREE compiler version 3.13.0rc20261016 @ 89ece87b", "per_call": {"executed": [1701, 1700]}}
+    small = dataclasses.replace(compared, reference="IREE compiler version 3.12.0rc20260917 @ 2b05c5db",
+                                under_test="IREE compiler version 3.13.0rc20261016 @ 89ece87b",
+                                per_call=PerCall(executed=(1701, 1700)))
     assert moved_lines([row], [small]) == [
         "IREE moved from 1.7010x to 1.7000x of ONNX Runtime's work on mobilenetv2 at rv64gcv-zvl256b "
         "(3.12.0rc20260917 -> 3.13.0rc20261016)"]
     # a cell without the peer's row, or a comparison without per-call counts, says nothing
     assert moved_lines([], [compared]) == []
-    assert moved_lines([row], [{**compared, "per_call": None}]) == []
+    assert moved_lines([row], [dataclasses.replace(compared, per_call=None)]) == []
 
 
 def test_without_the_sysroot_the_peer_tests_skip_with_setup_s_one_line(peers_project, without_riscv64_runtime,
@@ -263,8 +266,8 @@ def test_iree_issue_24772_s_measured_ratio_stands_beside_ours_with_what_differs(
     quoted = {p.model: (p.iree_ms, p.peer_ms) for p in PUBLISHED}
     assert quoted == {"resnet18": (117.0, 418.0), "resnet18-int8": (83.9, 406.1)}
     entries = studies(rows)
-    assert [e["model"] for e in entries] == ["resnet18"]  # only a published model that ran; mlp has no study
-    entry = entries[0]
+    assert [e.published.model for e in entries] == ["resnet18"]  # only a published model that ran; mlp has no study
+    entry = entries[0].to_json()
     assert entry["measured_ratio"] == 0.2799 and "https://github.com/iree-org/iree/issues/24772" in entry["source"]
     assert [(o["target"], o["ratio"], o["est_ratio"], o["wall_ratio"]) for o in entry["ours"]] == [
         ("rv64gcv-zvl256b", 1.7, 2.9, 0.55), ("rv64gcv-zvl256b-mmt4d", 0.31, 0.42, None)]
@@ -280,7 +283,7 @@ def test_iree_issue_24772_s_measured_ratio_stands_beside_ours_with_what_differs(
     assert "SpacemiT K3" in told[0] and "8 threads" in told[0] and "IREE 117 ms, ONNX Runtime 418 ms" in told[0]
     assert all(difference in told[0] for difference in entry["differs"])
     # the int8 row carries its quantization as a further difference
-    int8 = studies([_row("resnet18-int8", "rv64gc", 2.0, 3.0)])[0]
+    int8 = studies([_row("resnet18-int8", "rv64gc", 2.0, 3.0)])[0].to_json()
     assert int8["measured_ratio"] == 0.2066 and "static QDQ" in int8["differs"][-1]
     # where it shows: the terminal (-v), performance.md, results.json (schema-valid, additive)
     assert (STUDIES_TITLE, [*lines, *told]) in tables(Sections(peers=rows))
@@ -288,7 +291,7 @@ def test_iree_issue_24772_s_measured_ratio_stands_beside_ours_with_what_differs(
     assert "### Beside the studies (measured on silicon)\n\n" + "\n".join(lines) in markdown
     assert f"- {told[0]}" in markdown
     document = results({"machine": {"name": "here"}}, [], {}, {}, {}, peers=rows)
-    assert document["peers_published"] == entries
+    assert document["peers_published"] == [e.to_json() for e in entries]
     jsonschema.validate(document["peers_published"], schema()["properties"]["peers_published"])
     assert "peers_published" not in results({"machine": {"name": "here"}}, [], {}, {}, {},
                                             peers=[_row("mlp", "rv64gc", 1.0, 1.0)])

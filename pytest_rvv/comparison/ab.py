@@ -14,9 +14,9 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_rvv.base.errors import CompileFailed, PathUnavailable, RuntimeNotProvided
+from pytest_rvv.comparison.record import ComparisonRecord, DramMoves, Moved, PerCall, WorkMove
 from pytest_rvv.config.cores import WallRequest, cache_hierarchy
 from pytest_rvv.config.machine import Machine
 from pytest_rvv.config.targets import HOST, Target
@@ -97,38 +97,40 @@ class ToolchainComparison:
         return [*better, *(f"{r.metric} {r.change()}" for r in rows if r.status == "improved")]
 
     @property
-    def work(self) -> tuple[str, float, float] | None:
-        """(metric, reference, under test) of the model's work: executed instructions of one call (the module load's
-        once-only work left out), else of the run, else static instructions."""
+    def work(self) -> WorkMove | None:
+        """The model's work, reference -> under test: executed instructions of one call (the module load's once-only
+        work left out), else of the run, else static instructions."""
         if self.results is None:
             return None
         now, before = (r.metrics for r in self.results)
         for metric in (EXECUTED_PER_CALL_INSTRUCTIONS, EXECUTED_DISPATCH_INSTRUCTIONS, STATIC_INSTRUCTIONS):
             if metric in now and metric in before:
-                return metric, before[metric], now[metric]
+                return WorkMove(metric, before[metric], now[metric])
         return None
 
     @property
-    def per_call(self) -> dict[str, Any] | None:
-        """The work of one call, [reference, under test]: executed instructions and estimated cycles per core, the
-        module load's once-only work left out (the kernel dashboard's before/after)."""
+    def per_call(self) -> PerCall | None:
+        """The work of one call on both sides: executed instructions and estimated cycles per core, the module load's
+        once-only work left out (the kernel dashboard's before/after)."""
         if self.results is None:
             return None
         now, before = self.results
         executed = [r.metrics.get(EXECUTED_PER_CALL_INSTRUCTIONS) for r in (before, now)]
         cores = sorted(set(before.silicon) & set(now.silicon))
-        work = {"executed": executed if None not in executed else None,
-                "cycles": {core: [before.per_call_cycles(core), now.per_call_cycles(core)] for core in cores}}
-        return work | ({"dram_bytes": self.dram} if self.dram else {})
+        return PerCall(None if executed[0] is None or executed[1] is None else (int(executed[0]), int(executed[1])),
+                       {core: (before.per_call_cycles(core), now.per_call_cycles(core)) for core in cores},
+                       self.dram)
 
     @property
-    def dram(self) -> list[int] | None:
-        """Modelled DRAM bytes of one call, [reference, under test] (the module load's dispatches left out); None
+    def dram(self) -> tuple[int, int] | None:
+        """Modelled DRAM bytes of one call, (reference, under test) (the module load's dispatches left out); None
         unless both sides' traffic was traced."""
         if self.results is None or self.dram_core is None:
             return None
         moved = [r.per_call_traffic(self.dram_core) for r in reversed(self.results)]
-        return None if None in moved else [m["dram_bytes"] for m in moved if m is not None]
+        if moved[0] is None or moved[1] is None:
+            return None
+        return moved[0]["dram_bytes"], moved[1]["dram_bytes"]
 
     @property
     def time_ratio(self) -> tuple[float, float, float] | None:
@@ -141,17 +143,17 @@ class ToolchainComparison:
             return None
         return min(now) / min(before), min(pairs), max(pairs)
 
-    def summary(self) -> dict[str, Any]:
-        """What the terminal summary and reports show (plain data: it crosses xdist)."""
-        return {"model": self.model, "target": self.target, "under_test": self.under_test,
-                "reference": self.reference, "work": self.work, "per_call": self.per_call, "counted": self.counted,
-                "time": self.time_ratio,
-                "dispatches": [(c.name, c.before.instructions, c.after.instructions) for c in self.changes[:3]],
-                "changed": len(self.changes), "churn": self.churn, "unmatched": len(self.unmatched),
-                "regressions": self.regressions, "improvements": self.improvements, "notes": self.notes} | (
-                {"dram": {"core": self.dram_core, "per_call": self.dram,
-                          "dispatches": [(m.name, m.before, m.after) for m in self.traffic[:3]]}}
-                if self.dram_core is not None and self.dram is not None else {})
+    def record(self, detail: str | None = None) -> ComparisonRecord:
+        """What the terminal summary and reports show (``to_json`` crosses xdist); ``detail``: the whole rendering."""
+        dram = self.dram
+        return ComparisonRecord(
+            self.model, self.target, self.under_test, self.reference, self.work, self.per_call, self.counted,
+            self.time_ratio,
+            tuple(Moved(c.name, c.before.instructions, c.after.instructions) for c in self.changes[:3]),
+            len(self.changes), self.churn, len(self.unmatched), tuple(self.regressions), tuple(self.improvements),
+            tuple(self.notes),
+            DramMoves(self.dram_core, dram, tuple(Moved(m.name, m.before, m.after) for m in self.traffic[:3]))
+            if self.dram_core is not None and dram is not None else None, detail)
 
     def render(self, asm_lines: int = SHOWN_ASM_LINES) -> str:
         """The dispatch table, the metric table and the top of the largest change's asm diff."""

@@ -7,10 +7,13 @@ Only arranges what comparison/ab.py decided and measured (each comparison's ``pe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from pytest_rvv.comparison.record import ComparisonRecord, PerCall
 from pytest_rvv.comparison.report import comparison_status
 from pytest_rvv.config.kernels import CORE, KernelCell
 from pytest_rvv.config.paths import DEFAULT, PATHS
@@ -24,44 +27,66 @@ def _added(before: float | None, after: float | None) -> float | None:
     return round(100 * (after - before) / before, 2) if before else (math.inf if after else 0.0)
 
 
-def kernel_changes(cells: Sequence[KernelCell], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per compared kernel cell: executed instructions and estimated cycles of one call (reference, under
-    test), the path / default ratio on each side, the added work (per call, executed) and the verdict; ranked. The
-    modelled DRAM bytes of one call on the core's caches (``dram_bytes``, reference and under test) where both sides'
-    traffic was traced."""
-    by_cell = {(r["model"], r["target"]): r for r in records}
+@dataclass(frozen=True)
+class KernelChange:
+    """One compared kernel cell's call, (reference, under test): executed instructions, est. cycles on ``core``, the
+    path / default est. ratio, modelled DRAM bytes where both sides were traced, the added work in percent and the
+    verdict (results.json's ``kernels.comparison``, ``to_json``)."""
+
+    row: str
+    shape: str
+    path: str
+    target: str
+    model: str
+    status: str
+    executed: tuple[int | None, int | None]
+    est_cycles: tuple[float | None, float | None]
+    core: str
+    added_percent: float | None
+    notes: tuple[str, ...]
+    dram_bytes: tuple[int, int] | None = None
+    vs_default: tuple[float | None, float | None] = (None, None)
+
+    def to_json(self) -> dict[str, Any]:
+        entry = {"row": self.row, "shape": self.shape, "path": self.path, "target": self.target, "model": self.model,
+                 "status": self.status, "executed": list(self.executed), "est_cycles": list(self.est_cycles),
+                 "core": self.core, "added_percent": self.added_percent, "notes": list(self.notes)}
+        return entry | ({"dram_bytes": list(self.dram_bytes)} if self.dram_bytes else {}) | {
+            "vs_default": list(self.vs_default)}
+
+
+def kernel_changes(cells: Sequence[KernelCell], records: list[ComparisonRecord]) -> list[KernelChange]:
+    """One entry per compared kernel cell, ranked: most added work per call (executed) first."""
+    by_cell = {r.key: r for r in records}
     entries = []
     for cell in cells:
         record = by_cell.get((cell.model.name, cell.target.name))
         if record is None:
             continue
-        per_call = record.get("per_call") or {}  # none: one side could not compile or run it (the notes say)
-        executed = per_call.get("executed") or [None, None]
-        cycles = per_call.get("cycles", {}).get(CORE) or [None, None]
-        entries.append({"row": cell.row, "shape": cell.shape.name, "path": cell.path, "target": cell.target.name,
-                        "model": cell.model.name, "status": comparison_status(record), "executed": executed,
-                        "est_cycles": cycles, "core": CORE, "added_percent": _added(*executed),
-                        "notes": record.get("notes", [])[:1]}
-                       | ({"dram_bytes": per_call["dram_bytes"]} if per_call.get("dram_bytes") else {}))
-    defaults = {(e["row"], e["shape"]): e for e in entries if e["path"] == DEFAULT}
-    for e in entries:
-        base = defaults.get((e["row"], e["shape"]))
-        e["vs_default"] = [None, None] if base is None else [ratio(e["est_cycles"][i], base["est_cycles"][i])
-                                                              for i in (0, 1)]
+        per_call = record.per_call or PerCall()  # none: one side could not compile or run it (the notes say)
+        executed: tuple[int | None, int | None] = per_call.executed or (None, None)
+        entries.append(KernelChange(cell.row, cell.shape.name, cell.path, cell.target.name, cell.model.name,
+                                    comparison_status(record), executed, per_call.cycles.get(CORE) or (None, None),
+                                    CORE, _added(*executed), record.notes[:1], per_call.dram_bytes))
+    defaults = {(e.row, e.shape): e for e in entries if e.path == DEFAULT}
+    entries = [e if (base := defaults.get((e.row, e.shape))) is None else dataclasses.replace(
+        e, vs_default=(ratio(e.est_cycles[0], base.est_cycles[0]), ratio(e.est_cycles[1], base.est_cycles[1])))
+        for e in entries]
     order = {name: i for i, name in enumerate(PATHS)}
-    return sorted(entries, key=lambda e: (e["added_percent"] is None, -(e["added_percent"] or 0), e["row"], e["shape"],
-                                          order.get(e["path"], 0)))
+    return sorted(entries, key=lambda e: (e.added_percent is None, -(e.added_percent or 0), e.row, e.shape,
+                                          order.get(e.path, 0)))
 
 
-def _pair(values: list[float | None], scale: float, digits: int) -> str:
+def _pair(values: Sequence[float | None], scale: float, digits: int) -> str:
     if None in values:
         return "-"
     before, after = values
+    assert before is not None and after is not None
     change = f" ({100 * (after - before) / before:+.1f} %)" if before else ""
     return f"{before / scale:.{digits}f} -> {after / scale:.{digits}f}{change}"
 
 
-def kernel_changes_table(entries: list[dict[str, Any]]) -> list[str]:
+def kernel_changes_table(entries: list[KernelChange]) -> list[str]:
     """Markdown, most added work per call first: the verdict, executed k instructions and est. Mcycles per call,
     reference -> under test, the path / default ratio on both sides, and the modelled DRAM KiB per call."""
     if not entries:
@@ -71,9 +96,9 @@ def kernel_changes_table(entries: list[dict[str, Any]]) -> list[str]:
              f"DRAM KiB per call ({CORE} caches) |",
              "|---|---|---|---|---|---|---|---|"]
     for e in entries:
-        ratio = e["vs_default"]
-        ratios = "-" if None in ratio else f"{ratio[0]:.2f}x -> {ratio[1]:.2f}x"
-        executed = _pair(e["executed"], 1e3, 1) if None not in e["executed"] else "; ".join(e["notes"]) or "-"
-        lines.append(f"| {e['status']} | {e['row']} | {e['shape']} | {e['path']} | {executed} | "
-                     f"{_pair(e['est_cycles'], 1e6, 3)} | {ratios} | {_pair(e.get('dram_bytes', [None]), 1024, 1)} |")
+        was, now = e.vs_default
+        ratios = "-" if was is None or now is None else f"{was:.2f}x -> {now:.2f}x"
+        executed = _pair(e.executed, 1e3, 1) if None not in e.executed else "; ".join(e.notes) or "-"
+        lines.append(f"| {e.status} | {e.row} | {e.shape} | {e.path} | {executed} | "
+                     f"{_pair(e.est_cycles, 1e6, 3)} | {ratios} | {_pair(e.dram_bytes or (None,), 1024, 1)} |")
     return lines

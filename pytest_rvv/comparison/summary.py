@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_rvv.base.record import Record
-from pytest_rvv.comparison.kernels import kernel_changes, kernel_changes_table
+from pytest_rvv.comparison.kernels import KernelChange, kernel_changes, kernel_changes_table
+from pytest_rvv.comparison.record import ComparisonRecord
 from pytest_rvv.comparison.report import comparison_lines, write_comparison
 from pytest_rvv.config.kernels import KernelCell
 
@@ -19,18 +20,18 @@ class ComparisonSummary:
     """Collects comparisons from test reports (controller side) and prints them ranked."""
 
     def __init__(self, report_dir: str | None = None, kernel_cells: Sequence[KernelCell] = ()) -> None:
-        self.records: list[dict[str, Any]] = []
+        self.records: list[ComparisonRecord] = []
         self.report_dir = report_dir
         self.kernel_cells = kernel_cells
 
     @property
-    def kernels(self) -> list[dict[str, Any]]:
+    def kernels(self) -> list[KernelChange]:
         """The kernel dashboard before/after (comparison/kernels.py), empty without compared kernel cells."""
         return kernel_changes(self.kernel_cells, self.records) if self.kernel_cells else []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" and (comparison := Record.of(report).comparison) is not None:
-            self.records.append(comparison)
+            self.records.append(ComparisonRecord.from_json(comparison))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.records:

@@ -19,6 +19,7 @@ from typing import Any
 from syrupy.assertion import SnapshotAssertion
 
 from pytest_rvv.judge.outcome import Verdict, failed, passed, xfailed
+from pytest_rvv.measure.peers import IreeCall, PeerCall, PeerRow
 
 
 def peer_refused(message: str) -> Verdict:
@@ -71,15 +72,65 @@ NEAR = 1.2  # IREE's best path "within 1.2x of the fastest peer"
 
 
 @dataclass(frozen=True)
+class PeerGap:
+    """Per model: IREE's best row (its fastest target by est. X60 ms, by work per call where there is no estimate)
+    beside the fastest peer row, and IREE / peer (results.json's ``peers_gap``, ``to_json``)."""
+
+    model: str
+    iree_target: str
+    iree_est_ms: float | None
+    iree_per_call_instructions: int
+    peer_name: str
+    peer_title: str
+    peer_target: str
+    peer_est_ms: float | None
+    peer_per_call_instructions: int
+    est_ratio: float | None
+    work_ratio: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        """IREE / the fastest peer: by est. X60 ms where both sides have it, else by work per call."""
+        return self.est_ratio if self.est_ratio is not None else self.work_ratio
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _speed(side: IreeCall | PeerCall) -> tuple[float, float]:
+    """How a side ranks: est. X60 ms first (what silicon would take), work per call when there is no estimate."""
+    return (float("inf") if side.est_ms is None else float(side.est_ms), float(side.per_call))
+
+
+def gaps(rows: list[PeerRow]) -> list[PeerGap]:
+    """Per model: IREE's best path beside the fastest peer on the same core.
+
+    Every target of a model runs on the same modelled core (the X60 has RVV 1.0 at VLEN 256), so the best of IREE's
+    paths (rv64gc, RVV, mmt4d...) is held against the best any peer does on that core."""
+    entries = []
+    for model in sorted({r.model for r in rows}):
+        mine = sorted((r for r in rows if r.model == model), key=lambda r: r.key)  # ties go the same way every run
+        best = min(mine, key=lambda r: _speed(r.iree))
+        fastest = min(mine, key=lambda r: _speed(r.work))
+        iree, peer = best.iree, fastest.work
+        est = iree.est_ms / peer.est_ms if iree.est_ms is not None and peer.est_ms else None
+        work = iree.per_call / peer.per_call if peer.per_call else None
+        entries.append(PeerGap(model, best.target, iree.est_ms, iree.per_call, fastest.name, fastest.title,
+                               fastest.target, peer.est_ms, peer.per_call, None if est is None else round(est, 4),
+                               None if work is None else round(work, 4)))
+    return entries
+
+
+@dataclass(frozen=True)
 class PeerStanding:
-    """Where IREE stands beside the fastest peer over a run's models (from the gap entries: ``report/peers.py gaps``):
-    on how many its best path is within ``NEAR``, and the model furthest behind (or, when it leads everywhere, the
-    closest), by est. ms where both sides have it, else by work per call."""
+    """Where IREE stands beside the fastest peer over a run's models (from ``gaps``): on how many its best path is
+    within ``NEAR``, and the model furthest behind (or, when it leads everywhere, the closest), by est. ms where both
+    sides have it, else by work per call."""
 
     near: int
     models: int
     ratio: float
-    entry: dict[str, Any]
+    entry: PeerGap
 
     @property
     def behind(self) -> bool:
@@ -87,13 +138,12 @@ class PeerStanding:
 
     @property
     def by_estimate(self) -> bool:
-        return self.entry["est_ratio"] is not None
+        return self.entry.est_ratio is not None
 
 
-def peer_standing(entries: list[dict[str, Any]]) -> PeerStanding | None:
+def peer_standing(entries: list[PeerGap]) -> PeerStanding | None:
     """IREE / the fastest peer per model, judged: None when no model has a ratio."""
-    ratios = [(x, e) for e in entries if (x := e["est_ratio"] if e["est_ratio"] is not None else e["work_ratio"])
-              is not None]
+    ratios = [(x, e) for e in entries if (x := e.ratio) is not None]
     if not ratios:
         return None
     ratio, entry = max(ratios, key=lambda pair: pair[0])

@@ -49,7 +49,7 @@ from pytest_rvv.measure.static import share
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.onnxruntime import reference_level
 from pytest_rvv.run.ort_harness import ORACLE_LEVELS
-from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, ONNXRUNTIME, PLAIN, PeerRuns, RecordedPeerRun
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, ONNXRUNTIME, PEERS, PLAIN, PeerRuns, RecordedPeerRun
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.session import Cell, Oracle
 
@@ -354,6 +354,12 @@ class PeerRow:
     def key(self) -> tuple[str, str, str]:
         """model, target, peer: one row per key (a test run again replaces its row)."""
         return self.model, self.target, self.name
+
+    @property
+    def title(self) -> str:
+        """The peer's name as people write it: ``ONNX Runtime``, ``OpenBLAS``."""
+        found = PEERS.get(self.name)
+        return found.title if found is not None else self.name
 
 
 def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:

@@ -26,8 +26,10 @@ from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.comparison.history import changes
 from pytest_rvv.comparison.history import load as load_history
 from pytest_rvv.comparison.kernels import kernel_changes_table
-from pytest_rvv.comparison.report import added_by_dispatch, added_work, comparison_status, ranked
+from pytest_rvv.comparison.record import ComparisonRecord
+from pytest_rvv.comparison.report import added_by_dispatch, comparison_status, ranked
 from pytest_rvv.judge.baselines import PERF_BASELINES
+from pytest_rvv.judge.peers import gaps
 from pytest_rvv.judge.vectorization import EXECUTED, STATIC, Records
 from pytest_rvv.judge.vectorization import dispatch_table as records_table
 from pytest_rvv.measure.dispatch_table import DispatchTable
@@ -41,7 +43,6 @@ from pytest_rvv.report.peers import NOTE as PEERS_NOTE
 from pytest_rvv.report.peers import (
     STUDIES_NOTE,
     gap_table,
-    gaps,
     moved_lines,
     peers_table,
     studies,
@@ -187,7 +188,7 @@ class RunReport:
         rows = [m for m in order if m in seen] + sorted(seen - set(order))
         added: dict[str, float] = {}
         for record in sections.comparisons:
-            added[record["model"]] = max(added.get(record["model"], -1.0), added_work(record))
+            added[record.model] = max(added.get(record.model, -1.0), record.added)
         return sorted(rows, key=lambda m: -added.get(m, -1.0)) if added else rows
 
     @staticmethod
@@ -226,7 +227,7 @@ class RunReport:
         vectorization = sections.vectorization
         lanes = sections.lanes
         comparisons = ranked(sections.comparisons)
-        compared = {(c["model"], c["target"]): comparison_status(c) for c in comparisons}
+        compared = {c.key: comparison_status(c) for c in comparisons}
         agreement = sections.agreement
         table = [[c.strip() for c in line.strip("|").split("|")] for line in table_one(perf)] if perf else []
         pairs = sections.pairs
@@ -321,7 +322,7 @@ def plots(perf: dict[tuple[str, str], PerfResult], vectorization: Records,
           lanes_by_cell: dict[tuple[str, str], dict[str, Any]] | None = None,
           pairs: list[tuple[str, str]] | None = None,
           kernel_entries: list[kernels.KernelEntry] | None = None,
-          comparisons: list[dict[str, Any]] | None = None) -> list[tuple[str, str]]:
+          comparisons: list[ComparisonRecord] | None = None) -> list[tuple[str, str]]:
     """(title, data URL) of the plots a person reads faster than tables, each only when its data exists."""
     import matplotlib
 

@@ -12,6 +12,7 @@ ONNX Runtime ratios on silicon (iree issue 24772), set beside ours with what dif
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,9 +21,10 @@ from typing import Any
 
 from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
-from pytest_rvv.judge.peers import NEAR, peer_standing
-from pytest_rvv.measure.peers import IreeCall, PeerCall, PeerRow, WallRow
-from pytest_rvv.run.peer import ONNXRUNTIME, PEERS
+from pytest_rvv.comparison.record import ComparisonRecord
+from pytest_rvv.judge.peers import NEAR, PeerGap, gaps, peer_standing
+from pytest_rvv.measure.peers import PeerRow, WallRow
+from pytest_rvv.run.peer import ONNXRUNTIME
 
 TITLE = "rvv peers: IREE beside its peers on the same QEMU CPU (work per call)"
 NOTE = ("per call: IREE's dispatch instructions of a call (the module load's left out); a peer's every instruction "
@@ -50,12 +52,6 @@ THREADS_NOTE = ("at N threads: IREE, each dispatch's workgroups dealt evenly to 
                 "balance: the busiest thread over an even split")
 GAP_HEADER = ["Model", "IREE's best path", "IREE est. X60 ms", "IREE per call (M)", "Fastest peer",
               "Peer est. X60 ms", "Peer per call (M)", "IREE / fastest peer"]
-
-
-def peer_title(row: PeerRow) -> str:
-    """The peer's name as people write it: ``ONNX Runtime``, ``OpenBLAS``."""
-    found = PEERS.get(row.name)
-    return found.title if found is not None else row.name
 
 
 @dataclass(frozen=True)
@@ -114,20 +110,43 @@ STUDIES_HEADER = ["Model", "Measured IREE / ORT (ms, on silicon)", "Ours: target
                   "IREE / ORT est. X60 wall ms at the study's threads"]
 
 
-def studies(rows: list[PeerRow]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class StudyTarget:
+    """Ours beside a published measurement, on one target: IREE / ONNX Runtime by work and est. ms on one thread, and
+    by est. wall time at the study's threads (where --rvv-wall-time measured them)."""
+
+    target: str
+    toolchain: str | None
+    ratio: float | None
+    est_ratio: float | None
+    threads: int
+    wall_ratio: float | None
+
+
+@dataclass(frozen=True)
+class Study:
+    """A ``PUBLISHED`` measurement whose model ran beside its peer, with ours per target (results.json's
+    ``peers_published``, ``to_json``)."""
+
+    published: PublishedPeer
+    ours: tuple[StudyTarget, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.published
+        return {"model": p.model, "source": p.source, "measured": p.measured, "iree_ms": p.iree_ms,
+                "onnxruntime_ms": p.peer_ms, "measured_ratio": round(p.ratio, 4),
+                "ours": [dataclasses.asdict(o) for o in self.ours], "differs": list(p.differs)}
+
+
+def studies(rows: list[PeerRow]) -> list[Study]:
     """Each ``PUBLISHED`` measurement whose model ran beside its peer: the measured ratio, ours per target, and what
-    differs (results.json's ``peers_published``)."""
+    differs."""
     entries = []
     for p in PUBLISHED:
         ours = [r for r in ordered(rows) if r.model == p.model and r.name == ONNXRUNTIME]
-        if not ours:
-            continue
-        entries.append({"model": p.model, "source": p.source, "measured": p.measured, "iree_ms": p.iree_ms,
-                        "onnxruntime_ms": p.peer_ms, "measured_ratio": round(p.ratio, 4),
-                        "ours": [{"target": r.target, "toolchain": r.toolchain, "ratio": r.ratio,
-                                  "est_ratio": r.est_ratio, "threads": p.threads,
-                                  "wall_ratio": _wall_ratio(r, p.threads)} for r in ours],
-                        "differs": list(p.differs)})
+        if ours:
+            entries.append(Study(p, tuple(StudyTarget(r.target, r.toolchain, r.ratio, r.est_ratio, p.threads,
+                                                      _wall_ratio(r, p.threads)) for r in ours)))
     return entries
 
 
@@ -141,23 +160,24 @@ def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def studies_table(entries: list[dict[str, Any]]) -> list[str]:
+def studies_table(entries: list[Study]) -> list[str]:
     """The studies' rows as Markdown lines: per published measurement, one line per our target beside it."""
     if not entries:
         return []
     lines = ["| " + " | ".join(STUDIES_HEADER) + " |", "|" + "---|" * len(STUDIES_HEADER)]
     for e in entries:
-        measured = f"{e['measured_ratio']:.2f}x ({e['iree_ms']:g} / {e['onnxruntime_ms']:g})"
-        lines += [f"| {e['model']} | {measured} | {o['target']} | {_x(o['ratio'])} | {_x(o['est_ratio'])} | "
-                  + ("-" if o.get("wall_ratio") is None else f"{_x(o['wall_ratio'])} ({o['threads']} threads)")
-                  + " |" for o in e["ours"]]
+        p = e.published
+        measured = f"{p.ratio:.2f}x ({p.iree_ms:g} / {p.peer_ms:g})"
+        lines += [f"| {p.model} | {measured} | {o.target} | {_x(o.ratio)} | {_x(o.est_ratio)} | "
+                  + ("-" if o.wall_ratio is None else f"{_x(o.wall_ratio)} ({o.threads} threads)")
+                  + " |" for o in e.ours]
     return lines
 
 
-def studies_lines(entries: list[dict[str, Any]]) -> list[str]:
+def studies_lines(entries: list[Study]) -> list[str]:
     """Per published measurement, where and how it was measured and every way ours differs (told once)."""
-    return [f"{e['model']}: {e['source']}: {e['measured']}: IREE {e['iree_ms']:g} ms, ONNX Runtime "
-            f"{e['onnxruntime_ms']:g} ms. Ours differs: {'; '.join(e['differs'])}" for e in entries]
+    return [f"{p.model}: {p.source}: {p.measured}: IREE {p.iree_ms:g} ms, ONNX Runtime {p.peer_ms:g} ms. Ours "
+            f"differs: {'; '.join(p.differs)}" for p in (e.published for e in entries)]
 
 
 STUDIES_NOTE = ("a ratio on silicon is wall time of 8 threads on the K3; ours is one thread's executed work and its "
@@ -234,44 +254,16 @@ def _wall(wall: WallRow | None) -> str:
     return f"{_ms(wall.iree_ms)} / {_ms(wall.peer_ms)} ({wall.iree_bound or '-'} / {wall.peer_bound})"
 
 
-def _speed(side: IreeCall | PeerCall) -> tuple[float, float]:
-    """How a side ranks: est. X60 ms first (what silicon would take), work per call when there is no estimate."""
-    return (float("inf") if side.est_ms is None else float(side.est_ms), float(side.per_call))
-
-
-def gaps(rows: list[PeerRow]) -> list[dict[str, Any]]:
-    """Per model: IREE's best row (its fastest target, est. X60 ms) beside the fastest peer row, and IREE / peer.
-
-    Every target of a model runs on the same modelled core (the X60 has RVV 1.0 at VLEN 256), so the best of IREE's
-    paths (rv64gc, RVV, mmt4d...) is held against the best any peer does on that core (results.json's
-    ``peers_gap``)."""
-    entries = []
-    for model in sorted({r.model for r in rows}):
-        mine = [r for r in ordered(rows) if r.model == model]  # ordered: ties go the same way on every run
-        best = min(mine, key=lambda r: _speed(r.iree))
-        fastest = min(mine, key=lambda r: _speed(r.work))
-        iree, peer = best.iree, fastest.work
-        est = iree.est_ms / peer.est_ms if iree.est_ms is not None and peer.est_ms else None
-        work = iree.per_call / peer.per_call if peer.per_call else None
-        entries.append({"model": model, "iree_target": best.target, "iree_est_ms": iree.est_ms,
-                        "iree_per_call_instructions": iree.per_call, "peer_name": fastest.name,
-                        "peer_title": peer_title(fastest), "peer_target": fastest.target, "peer_est_ms": peer.est_ms,
-                        "peer_per_call_instructions": peer.per_call,
-                        "est_ratio": None if est is None else round(est, 4),
-                        "work_ratio": None if work is None else round(work, 4)})
-    return entries
-
-
-def gap_table(entries: list[dict[str, Any]]) -> list[str]:
-    """The gap table as Markdown lines."""
+def gap_table(entries: list[PeerGap]) -> list[str]:
+    """The gap table (judge/peers.py ``gaps``) as Markdown lines."""
     if not entries:
         return []
     lines = ["| " + " | ".join(GAP_HEADER) + " |", "|" + "---|" * len(GAP_HEADER)]
     for e in entries:
-        ratio = _x(e["est_ratio"]) if e["est_ratio"] is not None else f"{_x(e['work_ratio'])} (work)"
-        lines.append(f"| {e['model']} | {e['iree_target']} | {_ms(e['iree_est_ms'])} | "
-                     f"{_m(e['iree_per_call_instructions'])} | {e['peer_title']} ({e['peer_target']}) | "
-                     f"{_ms(e['peer_est_ms'])} | {_m(e['peer_per_call_instructions'])} | {ratio} |")
+        ratio = _x(e.est_ratio) if e.est_ratio is not None else f"{_x(e.work_ratio)} (work)"
+        lines.append(f"| {e.model} | {e.iree_target} | {_ms(e.iree_est_ms)} | {_m(e.iree_per_call_instructions)} | "
+                     f"{e.peer_title} ({e.peer_target}) | {_ms(e.peer_est_ms)} | "
+                     f"{_m(e.peer_per_call_instructions)} | {ratio} |")
     return lines
 
 
@@ -289,8 +281,8 @@ def peers_summary(rows: list[PeerRow], verbose: bool) -> str:
         far = standing.entry
         which = "furthest behind" if standing.behind else "IREE ahead on every one; closest"
         span = (f"IREE's best path within {NEAR:g}x of the fastest peer on {standing.near} of {standing.models} model"
-                f"{'s' if standing.models != 1 else ''}; {which}: {far['model']} on {far['iree_target']}, "
-                f"{standing.ratio:.2f}x {far['peer_title']}"
+                f"{'s' if standing.models != 1 else ''}; {which}: {far.model} on {far.iree_target}, "
+                f"{standing.ratio:.2f}x {far.peer_title}"
                 + (" (est. X60 ms)" if standing.by_estimate else " (work per call)"))
     else:
         span = "no ratio"
@@ -298,19 +290,18 @@ def peers_summary(rows: list[PeerRow], verbose: bool) -> str:
             + (" (the tables above)" if verbose else " (-v prints the tables)"))
 
 
-def moved_lines(rows: list[PeerRow], comparisons: list[dict[str, Any]]) -> list[str]:
+def moved_lines(rows: list[PeerRow], comparisons: list[ComparisonRecord]) -> list[str]:
     """In an A/B, each peer as a fixed point: "IREE moved from 0.42x to 0.51x of ONNX Runtime's work on M at T"."""
     lines = []
-    for c in sorted(comparisons, key=lambda c: (c["model"], c["target"])):
-        executed = (c.get("per_call") or {}).get("executed")
-        for r in ordered([r for r in rows if (r.model, r.target) == (c["model"], c["target"])]):
+    for c in sorted(comparisons, key=lambda c: c.key):
+        executed = c.per_call.executed if c.per_call is not None else None
+        for r in ordered([r for r in rows if (r.model, r.target) == c.key]):
             work = r.work.per_call
-            if executed and work and None not in executed:
+            if executed and work:
                 before, now = executed[0] / work, executed[1] / work
                 digits = 2 if f"{before:.2f}" != f"{now:.2f}" else 4  # a move too small for two decimals still shows
-                lines.append(f"IREE moved from {before:.{digits}f}x to {now:.{digits}f}x of {peer_title(r)}'s work on "
-                             f"{c['model']} at {c['target']} ({_release(c['reference'])} -> "
-                             f"{_release(c['under_test'])})")
+                lines.append(f"IREE moved from {before:.{digits}f}x to {now:.{digits}f}x of {r.title}'s work on "
+                             f"{c.model} at {c.target} ({_release(c.reference)} -> {_release(c.under_test)})")
     return lines
 
 
@@ -320,7 +311,7 @@ def _release(version: str) -> str:
     return match.group(1) if match else version
 
 
-def peers_markdown(rows: list[PeerRow], comparisons: list[dict[str, Any]]) -> str:
+def peers_markdown(rows: list[PeerRow], comparisons: list[ComparisonRecord]) -> str:
     """performance.md's section."""
     if not rows:
         return ""
@@ -336,7 +327,7 @@ def peers_markdown(rows: list[PeerRow], comparisons: list[dict[str, Any]]) -> st
                       ""])
 
 
-def write_peers(directory: Path, rows: list[PeerRow], comparisons: list[dict[str, Any]],
+def write_peers(directory: Path, rows: list[PeerRow], comparisons: list[ComparisonRecord],
                 after: Sequence[Path] = ()) -> Path | None:
     """The peers section of ``performance.md``: after Table 1 when this run's write_report wrote that file (among
     ``after``), else on its own (a file an earlier run left in ``directory`` is replaced, not appended to)."""

@@ -43,14 +43,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rvv.base.store import atomic_write_bytes
+from pytest_rvv.comparison.kernels import KernelChange
 from pytest_rvv.config.settings import SUMMARY_ENV, environment
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
+from pytest_rvv.judge.peers import gaps
 from pytest_rvv.measure.dispatch_table import DispatchTable
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
 from pytest_rvv.measure.peers import PeerRow
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.report.kernels import KernelEntry, calibration
-from pytest_rvv.report.peers import gaps, ordered, studies
+from pytest_rvv.report.peers import ordered, studies
 
 SCHEMA = "pytest-rvv-results/1"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with any JSON Schema 2020-12 validator
@@ -60,7 +62,7 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
             rows: dict[tuple[str, str], list[Any]], targets: dict[str, Target],
             lanes: dict[tuple[str, str], dict[str, Any]] | None = None,
             kernels: list[KernelEntry] | None = None,
-            kernel_changes: list[dict[str, Any]] | None = None,
+            kernel_changes: list[KernelChange] | None = None,
             estimator: list[dict[str, Any]] | None = None,
             peers: list[PeerRow] | None = None,
             dispatch_tables: list[DispatchTable] | None = None) -> dict[str, Any]:
@@ -102,13 +104,13 @@ def results(run: dict[str, Any], tests: list[dict[str, Any]], perf: dict[tuple[s
         document["estimator"] = estimator
     if peers:  # cells beside their peer (--rvv-peers: suites/peers/, report/peers.py)
         document["peers"] = [row.to_json() for row in ordered(peers)]
-        document["peers_gap"] = gaps(peers)  # per model, IREE's best path beside the fastest peer
+        document["peers_gap"] = [e.to_json() for e in gaps(peers)]  # per model: IREE's best path, the fastest peer
         if published := studies(peers):  # the studies' measured ratios beside ours (report/peers.py PUBLISHED)
-            document["peers_published"] = published
+            document["peers_published"] = [e.to_json() for e in published]
     if dispatch_tables:  # per dispatch, what the history over toolchain versions draws (report/history.py)
         document["dispatch_tables"] = [t.to_json() for t in sorted(dispatch_tables, key=lambda t: (t.model, t.target))]
     if kernel_changes:  # a toolchain comparison over the kernel suite: each cell's call, before and after
-        document["kernels"]["comparison"] = kernel_changes
+        document["kernels"]["comparison"] = [c.to_json() for c in kernel_changes]
     return document
 
 

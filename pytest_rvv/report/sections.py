@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_rvv.comparison.kernels import KernelChange
+from pytest_rvv.comparison.record import ComparisonRecord
 from pytest_rvv.judge.vectorization import Records
 from pytest_rvv.measure.peers import PeerRow
 from pytest_rvv.measure.performance import PerfResult
@@ -37,8 +39,8 @@ class Sections:
     unused_snapshots: list[Path] = field(default_factory=list)  # snapshots of unregistered models or targets
     lanes: dict[Cell, dict[str, Any]] = field(default_factory=dict)  # lane occupancy of report runs per cell
     agreement: dict[Cell, float] = field(default_factory=dict)  # max abs error against onnxruntime per cell
-    comparisons: list[dict[str, Any]] = field(default_factory=list)  # toolchain comparisons (--rvv-compare)
-    kernel_changes: list[dict[str, Any]] = field(default_factory=list)  # the kernel dashboard, before -> after
+    comparisons: list[ComparisonRecord] = field(default_factory=list)  # toolchain comparisons (--rvv-compare)
+    kernel_changes: list[KernelChange] = field(default_factory=list)  # the kernel dashboard, before -> after
     baselines: list[str] = field(default_factory=list)  # what the recorder wrote (--update-baselines), per file
     peers: list[PeerRow] = field(default_factory=list)  # cells beside their peer (--rvv-peers; report/peers.py)
 

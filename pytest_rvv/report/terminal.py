@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_rvv.judge.peers import gaps
 from pytest_rvv.judge.policy import REGRESSED
 from pytest_rvv.judge.recorder import UNCHANGED
 from pytest_rvv.report.agreement import agreement_grid, agreement_line
@@ -22,7 +23,6 @@ from pytest_rvv.report.peers import (
     STUDIES_TITLE,
     THREADS_TITLE,
     gap_table,
-    gaps,
     moved_lines,
     peers_summary,
     peers_table,
