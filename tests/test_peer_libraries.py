@@ -33,11 +33,11 @@ from pytest_rvv.measure.peers import CORE, PeerRow, by_library, estimate_peer
 from pytest_rvv.measure.traffic import parse_trace
 from pytest_rvv.measure.walltime import BOUNDS
 from pytest_rvv.model.kernels import SHAPES, kernel_model
-from pytest_rvv.model.model import Model
+from pytest_rvv.model.model import Model, Tolerance
 from pytest_rvv.report.peers import PeersCollector, gap_table, peers_summary
 from pytest_rvv.report.results import schema
 from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, blas_runner
-from pytest_rvv.run.ggml_peer import ggml_runner
+from pytest_rvv.run.ggml_peer import ggml_runner, q8_0_error
 from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.matmul_peer import MatmulRunner, matmul_operands
 from pytest_rvv.run.ort_harness import PeerRejected
@@ -371,3 +371,35 @@ def test_a_ggml_call_s_work_is_exact_from_run_to_run(tmp_path: Path, plugin: Pat
                    timings=False, qemu_args=plugin_option(plugin, out, False))
         totals.append(parse(out.read_text(), out).total)
     assert totals[3] == totals[2] and totals[2] - totals[1] == totals[1] - totals[0] > 0
+
+
+@pytest.mark.parametrize("target", ["rv64gc", "rv64gcv-zvl256b"])
+def test_ggml_holds_int8_weights_as_q8_0_and_errs_only_by_rounding_the_input_it_quantizes(target, tmp_path):
+    """An int8 cell: W is B exactly (q8_0 blocks, scale 1), ggml quantizes A per block of 32 on each call, so the
+    result differs from the exact int32 one by that rounding only: within q8_0_error, a bound far below the values."""
+    runner = runner_for(target, "ggml")
+    rng = np.random.default_rng(8)
+    a, b = rng.integers(-128, 128, (5, 96)).astype(np.int8), rng.integers(-128, 128, (96, 40)).astype(np.int8)
+    exact = a.astype(np.int64) @ b.astype(np.int64)
+    run = runner.run(tmp_path / "mm.onnx", [a, b], tmp_path / "run", 1)
+    error = np.abs(run.outputs[0].astype(np.float64) - exact).max()
+    bound = q8_0_error(a, b)
+    assert 0 < error <= bound < 0.05 * np.abs(exact).max(), (error, bound)
+    assert "q8_0" in " ".join(run.process.argv)
+    assert runner.tolerance(tmp_path / "mm.onnx", [a, b]) == Tolerance(atol=bound, rtol=0.0)
+    assert runner.tolerance(tmp_path / "mm.onnx", [a.astype(np.float32), b.astype(np.float32)]) is None
+    # an A already on q8_0's grid (each block's largest |value| 127: scale 1) is quantized exactly
+    a[:, ::32] = 127
+    exact = a.astype(np.int64) @ b.astype(np.int64)
+    run = runner.run(tmp_path / "mm.onnx", [a, b], tmp_path / "run", 1)
+    np.testing.assert_array_equal(run.outputs[0], exact.astype(np.float32))
+
+
+def test_ggml_serves_an_int8_cell_whose_k_fills_q8_0_s_blocks_and_says_why_not_the_others():
+    serves = PEERS["ggml"].serves
+    target = BUILTIN_TARGETS["rv64gcv-zvl256b"]
+    assert serves(kernel_model("i8", SHAPES["1x2048x8192"]), target) is None
+    assert serves(kernel_model("f32", SHAPES["81x41x19"]), target) is None
+    assert serves(kernel_model("i8", SHAPES["81x41x19"]), target) == "int8 as q8_0 needs K a multiple of 32, not 41"
+    assert PEERS["openblas"].serves(kernel_model("i8", SHAPES["64x64x64"]), target) == \
+        "its harness multiplies float32, not int8"

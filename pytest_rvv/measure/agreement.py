@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rvv.model.model import Tolerance
+from pytest_rvv.model.model import Model, Tolerance
+from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.recorded import PLAIN
-from pytest_rvv.session import Cell
+from pytest_rvv.session import Cell, Oracle
 
 WORST_SHOWN = 5
 
@@ -118,6 +119,15 @@ def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tole
         max_rel=float(rel.max()) if diff.size else 0.0,
         mismatches=int(bad.sum()), size=int(expected.size), worst=worst, step=step,
     )
+
+
+def peer_agreement(outputs: list[np.ndarray], oracle: Oracle, model: Model, runner: EmulatedPeerRunner) -> Agreement:
+    """A peer's outputs against onnxruntime's: by the model's tolerance, or where the peer computes otherwise (ggml's
+    q8_0 weights round the input it quantizes) by its own bound of the exact result, floats against floats."""
+    own = runner.tolerance(oracle.prepared, oracle.inputs)
+    if own is None:
+        return compare(outputs, oracle.outputs, model.tolerance, oracle.steps)
+    return compare(outputs, [e.astype(np.float64) for e in oracle.outputs], own, oracle.steps)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 from pytest_rvv.base.errors import ConfigError, RvvError, ToolMissing
 from pytest_rvv.base.store import content_sha, digest, source_digest
 from pytest_rvv.config.cores import CORES, Core, cache_hierarchy, cycles_ms, memory_timings
-from pytest_rvv.measure.agreement import compare
+from pytest_rvv.measure.agreement import peer_agreement
 from pytest_rvv.measure.peers import (
     CORE,
     BlockKey,
@@ -108,7 +108,7 @@ def measure_peer_threads(model: Model, oracle: Oracle, runner: EmulatedPeerRunne
     one = tuple(runs.run(COUNTED_ONE, *args, sample=s) for s in SAMPLES)
     two = tuple(runs.run(COUNTED_TWO, *args, sample=s) for s in SAMPLES)
     for run in (*one, *two):
-        agreement = compare(run.outputs, oracle.outputs, model.tolerance, oracle.steps)
+        agreement = peer_agreement(run.outputs, oracle, model, runner)
         if not agreement.ok:
             raise RvvError(f"{model.name} on {runner.target.name}: {runner.describe()} with {threads} threads "
                            f"disagrees with onnxruntime\n{agreement.report()}")
@@ -157,7 +157,7 @@ def peer_traffic(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs:
     caches = cache_hierarchy(CORE)
     args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), "all", model.name)
     zero, one = (runs.run(kind, *args, caches=caches.geometry) for kind in (TRACED_ZERO, TRACED_ONE))
-    agreement = compare(one.outputs, oracle.outputs, model.tolerance, oracle.steps)
+    agreement = peer_agreement(one.outputs, oracle, model, runner)
     if not agreement.ok:
         raise RvvError(f"{model.name} on {runner.target.name}: {runner.describe()} disagrees with onnxruntime in "
                        f"the traced run\n{agreement.report()}")

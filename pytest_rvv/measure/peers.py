@@ -32,7 +32,7 @@ from pytest_rvv.base.errors import RvvError, ToolMissing
 from pytest_rvv.base.store import Store, content_sha, digest, source_digest
 from pytest_rvv.config.cores import CORES, Core, cycles_ms
 from pytest_rvv.config.targets import RISCV64
-from pytest_rvv.measure.agreement import CheckedRun, compare
+from pytest_rvv.measure.agreement import CheckedRun, peer_agreement
 from pytest_rvv.measure.counts import PAGE, parse
 from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, objdump_for
 from pytest_rvv.measure.executed import measure_executed, measure_one_time
@@ -384,7 +384,7 @@ def measure_peer(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs:
     level = ORACLE_LEVELS[reference_level(oracle.prepared)]
     args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), level, model.name)
     plain = runs.run(PLAIN, *args)
-    agreement = compare(plain.outputs, oracle.outputs, model.tolerance, oracle.steps)
+    agreement = peer_agreement(plain.outputs, oracle, model, runner)
     checked = CheckedRun(model.name, runner.target.name, agreement, f" ({runner.describe()})", plain.repro)
     counted = [runs.run(kind, *args) for kind in (COUNTED_ONE, COUNTED_TWO)]
     (one, vector_one), (two, vector_two) = (by_library(run) for run in counted)

@@ -3,6 +3,12 @@
  * ggml_mul_mat(W, X) with W = B^T (ne0 = K, ne1 = N) and X = A (ne0 = K, ne1 = M), on ggml's CPU backend.
  *
  *   ggml_harness M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] [--no-timings]
+ *                [--weights=q8_0]
+ *
+ * With --weights=q8_0, W is held as ggml's q8_0 (blocks of 32 along K, each an fp16 scale and 32 int8 values), as
+ * llama.cpp holds a Q8_0 model's weights: B must hold integers in [-128, 127] and K be a multiple of 32, each block's
+ * scale is 1 and its values B's, so W is B exactly; X stays f32, and ggml quantizes it to q8_0 on every call, as
+ * llama.cpp does with a layer's input (that is part of a call's work, and its rounding is the result's only error).
  *
  * The CPU backend is a module ggml loads at run time (GGML_BACKEND_DL): ggml_backend_load_all() scores each
  * libggml-cpu-*.so in its backend folder against the CPU (riscv_hwprobe) and loads the best, libggml-cpu-riscv64_v.so
@@ -18,6 +24,7 @@
 #include <stddef.h>
 
 #define HARNESS "ggml_harness"
+#define MATMUL_WEIGHTS "q8_0"
 #include "matmul_harness.h"
 
 struct ggml_context;
@@ -32,7 +39,12 @@ struct ggml_init_params {
     void *mem_buffer;
     bool no_alloc;
 };
-enum { GGML_TYPE_F32 = 0, GGML_BACKEND_DEVICE_TYPE_CPU = 0, GGML_STATUS_SUCCESS = 0 };
+enum { GGML_TYPE_F32 = 0, GGML_TYPE_Q8_0 = 8, GGML_BACKEND_DEVICE_TYPE_CPU = 0, GGML_STATUS_SUCCESS = 0 };
+enum { QK8_0 = 32, FP16_ONE = 0x3C00 };  /* ggml-common.h: block_q8_0 is {ggml_half d; int8_t qs[QK8_0];} */
+struct block_q8_0 {
+    uint16_t d;
+    int8_t qs[QK8_0];
+};
 typedef void (*ggml_log_callback)(int level, const char *text, void *user_data);
 typedef void (*ggml_backend_set_n_threads_t)(ggml_backend_t, int);
 
@@ -90,6 +102,21 @@ int main(int argc, char **argv)
     for (int64_t col = 0; col < n; col++)  /* W = B^T: row col of W is column col of B */
         for (int64_t row = 0; row < k; row++)
             w[col * k + row] = b[row * n + col];
+    int q8 = strcmp(args.weights, "q8_0") == 0;
+    struct block_q8_0 *blocks = NULL;
+    if (q8) {  /* each block of 32 along K: scale 1, the values B's (exact when they are int8) */
+        if (k % QK8_0 != 0)
+            fail(2, "--weights=q8_0", "K = %d is not a multiple of q8_0's block of %d", k, QK8_0);
+        blocks = malloc((size_t)n * (k / QK8_0) * sizeof *blocks);
+        if (blocks == NULL)
+            fail(2, args.b, "out of memory");
+        for (int64_t i = 0; i < (int64_t)n * k; i++) {
+            if (!(w[i] >= -128.0f && w[i] <= 127.0f && w[i] == (float)(int)w[i]))
+                fail(2, args.b, "--weights=q8_0 holds int8 values, B holds %g", w[i]);
+            blocks[i / QK8_0].d = FP16_ONE;
+            blocks[i / QK8_0].qs[i % QK8_0] = (int8_t)w[i];
+        }
+    }
 
     int64_t start = now_us();
     ggml_log_set(quiet, NULL);
@@ -105,12 +132,12 @@ int main(int argc, char **argv)
     set_threads(backend, args.threads);
     struct ggml_init_params params = {1 << 20, NULL, true};
     struct ggml_context *context = ggml_init(params);
-    struct ggml_tensor *wt = ggml_new_tensor_2d(context, GGML_TYPE_F32, k, n);
+    struct ggml_tensor *wt = ggml_new_tensor_2d(context, q8 ? GGML_TYPE_Q8_0 : GGML_TYPE_F32, k, n);
     struct ggml_tensor *xt = ggml_new_tensor_2d(context, GGML_TYPE_F32, k, m);
     struct ggml_tensor *yt = ggml_mul_mat(context, wt, xt);
     if (ggml_backend_alloc_ctx_tensors(context, backend) == NULL)
         fail(1, "ggml", "cannot allocate the tensors");
-    ggml_backend_tensor_set(wt, w, 0, ggml_nbytes(wt));
+    ggml_backend_tensor_set(wt, q8 ? (const void *)blocks : (const void *)w, 0, ggml_nbytes(wt));
     ggml_backend_tensor_set(xt, a, 0, ggml_nbytes(xt));
     struct ggml_cgraph *graph = ggml_new_graph(context);
     ggml_build_forward_expand(graph, yt);
@@ -127,7 +154,7 @@ int main(int argc, char **argv)
     write_floats(args.c, c, (size_t)m * n);
     char variant[256];
     loaded_variant(variant, sizeof variant, args.maps);
-    printf("core %s\nroutine mul_mat\n", variant);
+    printf("core %s\nroutine mul_mat%s\n", variant, q8 ? " q8_0" : "");
     if (args.timings)
         printf("session_us %lld\nrun_us %lld\n", (long long)(loaded - start), (long long)last);
     return 0;

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from pytest_rvv.config.targets import Target
 from pytest_rvv.run import matmul_peer
 from pytest_rvv.run.matmul_peer import MatmulLibrary, MatmulRunner
@@ -31,8 +33,30 @@ def _link(sysroot: PeerSysroot) -> list[str]:
     return [str(libdir / "libggml.so.0"), str(libdir / "libggml-base.so.0"), "-Wl,--allow-shlib-undefined"]
 
 
-GGML_LIBRARY = MatmulLibrary("ggml", GGML_SYSROOT, "ggml_harness.c", "ggml-harness-rv64gc-v1",
-                             "the CPU backend module it loads; mul_mat", _link)
+Q8_0_BLOCK = 32  # ggml-common.h QK8_0: a q8_0 block's values along K, under one fp16 scale
+# ggml's fp16 scale of a block rounds amax / 127 to 11 significant bits: off by up to 2^-11 of it
+_FP16_ROUNDING = 2.0 ** -11
+
+
+def q8_0_error(a: np.ndarray, b: np.ndarray) -> float:
+    """The largest error ggml's q8_0 mul_mat can make on int8 A and B (B held exactly: scale 1, its values).
+
+    ggml quantizes each row of A per block of 32 along K to q8_0 (quantize_row_q8_0: d = amax / 127, q = round(x / d),
+    d stored in fp16), so each value is off by at most d/2 plus what 127 steps of fp16's rounding of d add; an
+    output's error is that times the block's |B| summed over the blocks, plus float32 accumulation of the blocks'
+    scaled integer sums (2^-20 of the products' magnitude is a generous bound for K up to 2^14 / 32 blocks)."""
+    m, k = a.shape
+    blocks = a.astype(np.float64).reshape(m, k // Q8_0_BLOCK, Q8_0_BLOCK)
+    step = np.abs(blocks).max(axis=2) / 127.0  # d per row and block
+    per_value = step * (0.5 + 127.0 * _FP16_ROUNDING)
+    weights = np.abs(b.astype(np.float64)).reshape(k // Q8_0_BLOCK, Q8_0_BLOCK, -1).sum(axis=1)  # per block, column
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    return float((per_value @ weights + magnitude * 2.0 ** -20).max())
+
+
+GGML_LIBRARY = MatmulLibrary("ggml", GGML_SYSROOT, "ggml_harness.c", "ggml-harness-rv64gc-v2",
+                             "the CPU backend module it loads; mul_mat, int8 cells with q8_0 weights", _link,
+                             weights="q8_0", error_bound=q8_0_error)
 
 
 def ggml_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | None = None) -> MatmulRunner:

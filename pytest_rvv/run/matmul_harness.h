@@ -3,9 +3,11 @@
  * one-line failures, its clock, its raw float32 files and its one command line,
  *
  *   HARNESS M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] [--no-timings] [--library=PATH]
+ *           [--weights=TYPE]
  *
- * (--library only where the harness defines MATMUL_LIBRARY, its default). Define HARNESS (the program's name in its
- * messages) before including it.
+ * (--library only where the harness defines MATMUL_LIBRARY, its default; --weights only where it defines
+ * MATMUL_WEIGHTS, the one type it takes besides f32). Define HARNESS (the program's name in its messages) before
+ * including it.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -74,6 +76,9 @@ static int integer(const char *text, const char *what, long lowest)
 struct matmul_args {
     int m, k, n, threads, repeat, timings;
     const char *a, *b, *c, *maps, *library;
+#ifdef MATMUL_WEIGHTS
+    const char *weights;  /* how B is held: "f32", or one of MATMUL_WEIGHTS */
+#endif
 };
 
 static struct matmul_args parse_args(int argc, char **argv)
@@ -87,7 +92,11 @@ static struct matmul_args parse_args(int argc, char **argv)
         fail(2, "usage", HARNESS " M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] "
                          "[--no-timings]%s", library_flag);
     struct matmul_args args = {integer(argv[1], "M", 1), integer(argv[2], "K", 1), integer(argv[3], "N", 1), 1, 1, 1,
-                               argv[4], argv[5], argv[6], NULL, library};
+                               argv[4], argv[5], argv[6], NULL, library
+#ifdef MATMUL_WEIGHTS
+                               , "f32"
+#endif
+                               };
     const char *value;
     for (int i = 7; i < argc; i++) {
         if ((value = flag_value(argv[i], "--threads=")) != NULL)
@@ -100,6 +109,13 @@ static struct matmul_args parse_args(int argc, char **argv)
             args.timings = 0;
         else if (library != NULL && (value = flag_value(argv[i], "--library=")) != NULL)
             args.library = value;
+#ifdef MATMUL_WEIGHTS
+        else if ((value = flag_value(argv[i], "--weights=")) != NULL) {
+            if (strcmp(value, "f32") != 0 && strcmp(value, MATMUL_WEIGHTS) != 0)
+                fail(2, "--weights", "'%s' is not f32 or " MATMUL_WEIGHTS, value);
+            args.weights = value;
+        }
+#endif
         else
             fail(2, argv[i], "unknown argument");
     }

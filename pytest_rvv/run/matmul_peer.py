@@ -28,6 +28,7 @@ from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.config.settings import default_tools_dir
 from pytest_rvv.config.targets import Target
+from pytest_rvv.model.model import Tolerance
 from pytest_rvv.run.ort_harness import PeerRejected, PeerRun, executable_ranges, harness_said
 from pytest_rvv.run.peer_runner import EmulatedPeerRunner
 from pytest_rvv.run.qemu import Qemu, find_qemu
@@ -38,6 +39,7 @@ CLANG = "clang-22"
 FLAGS = ("--target=riscv64-linux-gnu", "-march=rv64gc", "-mabi=lp64d", "-O2", "-Wall", "-Werror")
 RUN_TIMEOUT_S = 1800.0
 DTYPE = "float32"  # what the harnesses multiply
+INT8 = "int8"  # what a harness with int8 weights (MatmulLibrary.weights) takes too, as float32 files
 SHARED = "matmul_harness.h"  # what every harness includes: its failures, clock, files and command line
 
 
@@ -51,6 +53,10 @@ class MatmulLibrary:
     recipe: str  # the harness build's cache id (a new id builds again)
     details: str  # in the runner's description: "DYNAMIC_ARCH; sgemm, sgemv at M=1"
     build_flags: Callable[[PeerSysroot], list[str]] = field(default=lambda sysroot: [])
+    # int8 operands: the type the harness holds B in (``--weights=``: ggml's "q8_0"), with the bound of the result's
+    # error from the rounding that type brings (A, B -> max abs error); "": the library multiplies float32 only
+    weights: str = ""
+    error_bound: Callable[[np.ndarray, np.ndarray], float] | None = None
 
     @property
     def executable(self) -> str:
@@ -88,13 +94,17 @@ def build_harness(library: MatmulLibrary, sysroot: PeerSysroot, tools_dir: Path 
                                                                 key, build).file(library.executable)
 
 
-def matmul_operands(model: Path, inputs: list[np.ndarray], label: str, title: str) -> tuple[np.ndarray, np.ndarray]:
-    """A and B of a kernel cell's matmul: its arguments, B from the model's weight ``b`` when it is a constant.
+def matmul_operands(model: Path, inputs: list[np.ndarray], label: str, title: str,
+                    weights: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """A and B of a kernel cell's matmul: its arguments, B from the model's weight ``b`` when it is a constant; int8
+    ones too where the harness holds int8 weights (``weights``).
 
     Raises PeerRejected (one line) for what the harness does not serve: another element type, not a 2-D matmul."""
-    if not inputs or any(a.dtype != np.dtype(DTYPE) for a in inputs):
+    kind = INT8 if weights and inputs and all(a.dtype == np.dtype(INT8) for a in inputs) else DTYPE
+    if not inputs or any(a.dtype != np.dtype(kind) for a in inputs):
         kinds = ", ".join(str(a.dtype) for a in inputs) or "no inputs"
-        raise PeerRejected(f"{label}: {title}'s harness multiplies float32 matrices, this cell's are {kinds}")
+        raise PeerRejected(f"{label}: {title}'s harness multiplies float32 matrices"
+                           f"{f' (and int8 as {weights})' if weights else ''}, this cell's are {kinds}")
     if len(inputs) == 2:
         a, b = inputs
     else:
@@ -103,8 +113,8 @@ def matmul_operands(model: Path, inputs: list[np.ndarray], label: str, title: st
         if len(inputs) != 1 or "b" not in weights:
             raise PeerRejected(f"{label}: not a kernel matmul (A, and B as an argument or the weight 'b')")
         a, b = inputs[0], weights["b"]
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or b.dtype != np.dtype(DTYPE):
-        raise PeerRejected(f"{label}: not a 2-D float32 matmul (A {a.shape}, B {b.shape} {b.dtype})")
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or b.dtype != np.dtype(kind):
+        raise PeerRejected(f"{label}: not a 2-D {kind} matmul (A {a.shape}, B {b.shape} {b.dtype})")
     return np.ascontiguousarray(a), np.ascontiguousarray(b)
 
 
@@ -132,7 +142,7 @@ class MatmulRunner(EmulatedPeerRunner):
         ``optimizations`` is ONNX Runtime's and has no meaning here; the rest as ``run/ort_harness.run_harness``."""
         del optimizations, num_outputs
         label = name or model.name
-        a, b = matmul_operands(model, inputs, label, self.library.title)
+        a, b = matmul_operands(model, inputs, label, self.library.title, self.library.weights)
         workdir.mkdir(parents=True, exist_ok=True)
         for file in ("a.f32", "b.f32", "c.f32", "maps.txt"):
             (workdir / file).unlink(missing_ok=True)
@@ -143,7 +153,8 @@ class MatmulRunner(EmulatedPeerRunner):
                 "-L", str(self.sysroot.path), *qemu_args, "-0", self.library.executable, str(self.harness), str(m),
                 str(k), str(n), "a.f32", "b.f32", "c.f32", f"--repeat={repeat}",
                 *([f"--threads={self.threads}"] if self.threads > 1 else []),
-                *(["--maps=@maps.txt"] if maps else []), *([] if timings else ["--no-timings"])]
+                *(["--maps=@maps.txt"] if maps else []), *([] if timings else ["--no-timings"]),
+                *([f"--weights={self.library.weights}"] if a.dtype == np.dtype(INT8) else [])]
         result = run_process(argv, timeout_s=timeout_s or RUN_TIMEOUT_S, env={}, cwd=workdir)
         if not result.ok:
             _, reason = harness_said(result.stderr, f"{self.library.executable}: ")
@@ -153,6 +164,14 @@ class MatmulRunner(EmulatedPeerRunner):
         output = np.fromfile(workdir / "c.f32", dtype="<f4").reshape(m, n)
         code = executable_ranges((workdir / "maps.txt").read_text()) if maps else None
         return PeerRun([output], result, int(said.get("session_us", 0)) / 1e6, int(said.get("run_us", 0)) / 1e6, code)
+
+    def tolerance(self, model: Path, inputs: list[np.ndarray]) -> Tolerance | None:
+        """On int8 operands, the library's error bound (its weights' type rounds the input it quantizes)."""
+        bound = self.library.error_bound
+        if bound is None or not inputs or inputs[0].dtype != np.dtype(INT8):
+            return None
+        a, b = matmul_operands(model, inputs, model.name, self.library.title, self.library.weights)
+        return Tolerance(atol=bound(a, b), rtol=0.0)
 
     def core(self, workdir: Path) -> str:
         """The kernel set the library picks on this target (a one-call run of a 1x1x1 matmul)."""

@@ -34,7 +34,7 @@ from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.blas_peer import OPENBLAS_SYSROOT, blas_runner
 from pytest_rvv.run.blas_peer import prepare as prepare_openblas
-from pytest_rvv.run.ggml_peer import GGML_SYSROOT, ggml_runner
+from pytest_rvv.run.ggml_peer import GGML_SYSROOT, Q8_0_BLOCK, ggml_runner
 from pytest_rvv.run.ggml_peer import prepare as prepare_ggml
 from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.ncnn_peer import ncnn_fetched, ncnn_runner
@@ -144,6 +144,16 @@ def _serves_float32(harness: str) -> Callable[[Model, Target], str | None]:
 _serves_f32_matmul = _serves_float32("multiplies float32")
 
 
+def _serves_matmul_q8_0(model: Model, target: Target) -> str | None:
+    """ggml: a float32 matmul cell, or an int8 one whose K fills q8_0's blocks of 32 (its weights held as q8_0)."""
+    if {spec.dtype for spec in model.inputs} != {"int8"}:
+        return _serves_float32("multiplies float32 (int8 as q8_0)")(model, target)
+    if (why := _serves_riscv64(model, target)) is not None:
+        return why
+    k = model.inputs[0].shape[-1]
+    return None if k % Q8_0_BLOCK == 0 else f"int8 as q8_0 needs K a multiple of {Q8_0_BLOCK}, not {k}"
+
+
 def peer_runner(target: Target, qemu_dir: Path | None = None, tools_dir: Path | None = None) -> PeerRunner:
     """The ONNX Runtime peer for ``target``: the sysroot fetched and verified (SysrootUnavailable: one line, e.g.
     without network), the harness built, QEMU found (ToolMissing)."""
@@ -228,7 +238,7 @@ PEERS: dict[str, Peer] = {p.name: p for p in (
          _fetched(ORT)),
     Peer(OPENBLAS, "OpenBLAS", "libopenblas", "kernels", blas_runner, _serves_f32_matmul, prepare_openblas,
          _fetched(OPENBLAS_SYSROOT)),
-    Peer(GGML, "ggml", "libggml", "kernels", ggml_runner, _serves_f32_matmul, prepare_ggml, _fetched(GGML_SYSROOT)),
+    Peer(GGML, "ggml", "libggml", "kernels", ggml_runner, _serves_matmul_q8_0, prepare_ggml, _fetched(GGML_SYSROOT)),
     Peer(NCNN, "ncnn", "ncnn", "models", ncnn_runner, _serves_float32("feeds float32 to ncnn"), prepare_ncnn,
          ncnn_fetched),
 )}
