@@ -25,7 +25,7 @@ from pytest_rvv.comparison.summary import ComparisonSummary
 from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.kernels import MARK, KernelCell
 from pytest_rvv.config.settings import OPTIONS, Option, Settings, read_pyproject_table
-from pytest_rvv.config.targets import Target
+from pytest_rvv.config.targets import RISCV64, Target
 from pytest_rvv.conformance.node_tests import node_tests, select
 from pytest_rvv.conformance.report import ConformanceTracker
 from pytest_rvv.fixtures import REFERENCE_KEY, SESSION_KEY
@@ -455,7 +455,15 @@ def _peer_line(name: str, settings: Settings, cells: tuple[KernelCell, ...]) -> 
     """Where a peer of --rvv-peers runs, and why not on the cells it does not serve (one line)."""
     peer = PEERS[name]
     if peer.suite == "models":
-        return f"rvv: peers: {name} beside each model x riscv64 target (suites/peers/)"
+        pairs = [(m, t) for m in settings.models for t in settings.targets if t.arch == RISCV64 and t.is_emulated]
+        refused: dict[str, set[str]] = {}  # why -> the models it refuses for that reason
+        for model, target in pairs:
+            if (why := peer.serves(model, target)) is not None:
+                refused.setdefault(why, set()).add(model.name)
+        served = sum(1 for m, t in pairs if peer.serves(m, t) is None)
+        reasons = "; ".join(f"{why} ({', '.join(sorted(models))})" for why, models in sorted(refused.items()))
+        return (f"rvv: peers: {name} beside {served} of {len(pairs)} model x riscv64 target cells (suites/peers/)"
+                + (f"; not the others: {reasons}" if reasons else ""))
     if not cells:
         return f"rvv: peers: {name} runs beside kernel cells, and none is selected: add --rvv-kernels=ci (for one)"
     answers = [peer.serves(c.model, c.target) for c in cells]

@@ -7,6 +7,7 @@ the host as the oracle. Without network (no wheel, no sysroot) the tests that ne
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from pytest_rvv.run.ort_harness import PeerRejected
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PLAIN, PeerRuns
 from pytest_rvv.toolchain.debian_sysroot import SysrootUnavailable
 
-from .conftest import convs_model, save_model
+from .conftest import SUITES, convs_model, save_model
 
 
 def runner_for(target: str) -> NcnnRunner:
@@ -60,6 +61,23 @@ def test_ncnn_serves_the_float32_models_on_emulated_riscv64_targets_and_says_why
         "its harness feeds float32 to ncnn, not float16"
     assert ncnn.serves(models["squeezenet1.1"], BUILTIN_TARGETS["aarch64"]) == \
         "aarch64 is not an emulated riscv64 target"
+    # int8 QDQ: ncnn quantizes from a calibration table of its own, which its wheel cannot make
+    assert ncnn.serves(models["squeezenet1.1-int8"], BUILTIN_TARGETS["rv64gcv-zvl256b"]).startswith(
+        "ncnn runs int8 from its own calibration table (ncnn2table and ncnn2int8")
+
+
+def test_the_header_names_the_models_ncnn_does_not_serve_and_why(project):
+    """A refused model is not generated: the session header says which and why, so no cell disappears unnamed."""
+    project.write(suite=False)
+    shutil.copytree(SUITES / "peers", project.path / "peers", ignore=shutil.ignore_patterns("__pycache__"))
+    result = project.run("peers", "--rvv-peers=ncnn,onnxruntime", "--rvv-targets=rv64gc,rv64gcv-zvl256b,host",
+                         "--rvv-models=squeezenet1.1,squeezenet1.1-int8,squeezenet1.1-f16", "--collect-only")
+    out = result.stdout.str()
+    assert "rvv: peers: ncnn beside 2 of 6 model x riscv64 target cells (suites/peers/); not the others: its " \
+           "harness feeds float32 to ncnn, not float16 (squeezenet1.1-f16); ncnn runs int8 from its own " \
+           "calibration table" in out, out
+    assert "not from ONNX QuantizeLinear/DequantizeLinear (squeezenet1.1-int8)" in out
+    assert "rvv: peers: onnxruntime beside 6 of 6 model x riscv64 target cells (suites/peers/)\n" in out
 
 
 def test_a_cnn_agrees_with_onnxruntime_and_runs_ncnns_rvv_kernels_only_where_the_cpu_has_v(tmp_path: Path):

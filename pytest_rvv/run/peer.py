@@ -144,6 +144,17 @@ def _serves_float32(harness: str) -> Callable[[Model, Target], str | None]:
 _serves_f32_matmul = _serves_float32("multiplies float32")
 
 
+_NCNN_INT8 = ("ncnn runs int8 from its own calibration table (ncnn2table and ncnn2int8 over the float32 net, tools its "
+              "wheel does not ship), not from ONNX QuantizeLinear/DequantizeLinear")
+
+
+def _serves_ncnn(model: Model, target: Target) -> str | None:
+    """A float32 model; an int8 QDQ model is refused with what ncnn would need instead."""
+    if "quantize-int8" in model.preparation and _serves_riscv64(model, target) is None:
+        return _NCNN_INT8
+    return _serves_float32("feeds float32 to ncnn")(model, target)
+
+
 def _serves_matmul_q8_0(model: Model, target: Target) -> str | None:
     """ggml: a float32 matmul cell, or an int8 one whose K fills q8_0's blocks of 32 (its weights held as q8_0)."""
     if {spec.dtype for spec in model.inputs} != {"int8"}:
@@ -239,7 +250,7 @@ PEERS: dict[str, Peer] = {p.name: p for p in (
     Peer(OPENBLAS, "OpenBLAS", "libopenblas", "kernels", blas_runner, _serves_f32_matmul, prepare_openblas,
          _fetched(OPENBLAS_SYSROOT)),
     Peer(GGML, "ggml", "libggml", "kernels", ggml_runner, _serves_matmul_q8_0, prepare_ggml, _fetched(GGML_SYSROOT)),
-    Peer(NCNN, "ncnn", "ncnn", "models", ncnn_runner, _serves_float32("feeds float32 to ncnn"), prepare_ncnn,
+    Peer(NCNN, "ncnn", "ncnn", "models", ncnn_runner, _serves_ncnn, prepare_ncnn,
          ncnn_fetched),
 )}
 
