@@ -456,12 +456,13 @@ def _peer_line(name: str, settings: Settings, cells: tuple[KernelCell, ...]) -> 
     peer = PEERS[name]
     if peer.suite == "models":
         pairs = [(m, t) for m in settings.models for t in settings.targets if t.arch == RISCV64 and t.is_emulated]
-        refused: dict[str, set[str]] = {}  # why -> the models it refuses for that reason
-        for model, target in pairs:
-            if (why := peer.serves(model, target)) is not None:
-                refused.setdefault(why, set()).add(model.name)
-        served = sum(1 for m, t in pairs if peer.serves(m, t) is None)
-        reasons = "; ".join(f"{why} ({', '.join(sorted(models))})" for why, models in sorted(refused.items()))
+        said = [(model.name, peer.serves(model, target)) for model, target in pairs]
+        by_reason: dict[str, set[str]] = {}  # why -> the models it refuses for that reason
+        for model_name, why in said:
+            if why is not None:
+                by_reason.setdefault(why, set()).add(model_name)
+        served = sum(1 for _, why in said if why is None)
+        reasons = "; ".join(f"{why} ({', '.join(sorted(models))})" for why, models in sorted(by_reason.items()))
         return (f"rvv: peers: {name} beside {served} of {len(pairs)} model x riscv64 target cells (suites/peers/)"
                 + (f"; not the others: {reasons}" if reasons else ""))
     if not cells:

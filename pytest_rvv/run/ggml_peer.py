@@ -43,15 +43,16 @@ def q8_0_error(a: np.ndarray, b: np.ndarray) -> float:
 
     ggml quantizes each row of A per block of 32 along K to q8_0 (quantize_row_q8_0: d = amax / 127, q = round(x / d),
     d stored in fp16), so each value is off by at most d/2 plus what 127 steps of fp16's rounding of d add; an
-    output's error is that times the block's |B| summed over the blocks, plus float32 accumulation of the blocks'
-    scaled integer sums (2^-20 of the products' magnitude is a generous bound for K up to 2^14 / 32 blocks)."""
+    output's error is that times the block's |B| summed over the blocks, plus the float32 sum of the blocks' scaled
+    integer sums (each addition rounds by 2^-24: the number of blocks plus one times 2^-24 of the products'
+    magnitude)."""
     m, k = a.shape
     blocks = a.astype(np.float64).reshape(m, k // Q8_0_BLOCK, Q8_0_BLOCK)
     step = np.abs(blocks).max(axis=2) / 127.0  # d per row and block
     per_value = step * (0.5 + 127.0 * _FP16_ROUNDING)
     weights = np.abs(b.astype(np.float64)).reshape(k // Q8_0_BLOCK, Q8_0_BLOCK, -1).sum(axis=1)  # per block, column
     magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-    return float((per_value @ weights + magnitude * 2.0 ** -20).max())
+    return float((per_value @ weights + magnitude * (k // Q8_0_BLOCK + 1) * 2.0 ** -24).max())
 
 
 GGML_LIBRARY = MatmulLibrary("ggml", GGML_SYSROOT, "ggml_harness.c", "ggml-harness-rv64gc-v2",

@@ -95,16 +95,16 @@ def build_harness(library: MatmulLibrary, sysroot: PeerSysroot, tools_dir: Path 
 
 
 def matmul_operands(model: Path, inputs: list[np.ndarray], label: str, title: str,
-                    weights: str = "") -> tuple[np.ndarray, np.ndarray]:
+                    held_as: str = "") -> tuple[np.ndarray, np.ndarray]:
     """A and B of a kernel cell's matmul: its arguments, B from the model's weight ``b`` when it is a constant; int8
-    ones too where the harness holds int8 weights (``weights``).
+    ones too where the harness holds int8 weights (``held_as``: ggml's "q8_0").
 
     Raises PeerRejected (one line) for what the harness does not serve: another element type, not a 2-D matmul."""
-    kind = INT8 if weights and inputs and all(a.dtype == np.dtype(INT8) for a in inputs) else DTYPE
+    kind = INT8 if held_as and inputs and all(a.dtype == np.dtype(INT8) for a in inputs) else DTYPE
     if not inputs or any(a.dtype != np.dtype(kind) for a in inputs):
         kinds = ", ".join(str(a.dtype) for a in inputs) or "no inputs"
         raise PeerRejected(f"{label}: {title}'s harness multiplies float32 matrices"
-                           f"{f' (and int8 as {weights})' if weights else ''}, this cell's are {kinds}")
+                           f"{f' (and int8 as {held_as})' if held_as else ''}, this cell's are {kinds}")
     if len(inputs) == 2:
         a, b = inputs
     else:
