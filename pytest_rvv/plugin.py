@@ -425,13 +425,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                              ids=[c.id for c in cells])
         return
     if metafunc.definition.get_closest_marker(PEERS_MARK) is not None:  # suites/peers: only with --rvv-peers
-        targets = [t for t in settings.targets if t.arch == "riscv64" and t.is_emulated]
         # ONNX Runtime's ids predate other peers (its snapshots are named by them): only others' carry their name
         metafunc.parametrize(("rvv_model", "rvv_target", "rvv_peer_name"),
                              [pytest.param(m, t, name, id=f"{m.name}-{t.name}"
                                            + ("" if name == ONNXRUNTIME else f"-{name}"),
                                            marks=[getattr(pytest.mark, mark) for mark in m.marks])
-                              for name in _peers(settings, "models") for m in settings.models for t in targets
+                              for name in _peers(settings, "models") for m, t in _model_peer_cells(settings)
                               if PEERS[name].serves(m, t) is None])
         return
     if "rvv_model" in metafunc.fixturenames:
@@ -455,7 +454,7 @@ def _peer_line(name: str, settings: Settings, cells: tuple[KernelCell, ...]) -> 
     """Where a peer of --rvv-peers runs, and why not on the cells it does not serve (one line)."""
     peer = PEERS[name]
     if peer.suite == "models":
-        pairs = [(m, t) for m in settings.models for t in settings.targets if t.arch == RISCV64 and t.is_emulated]
+        pairs = _model_peer_cells(settings)
         said = [(model.name, peer.serves(model, target)) for model, target in pairs]
         by_reason: dict[str, set[str]] = {}  # why -> the models it refuses for that reason
         for model_name, why in said:
@@ -471,6 +470,12 @@ def _peer_line(name: str, settings: Settings, cells: tuple[KernelCell, ...]) -> 
     refused, served = {why for why in answers if why is not None}, answers.count(None)
     return (f"rvv: peers: {name} beside {served} of {len(cells)} kernel cells (suites/kernels/)"
             + (f"; not the others: {'; '.join(sorted(refused))}" if refused else ""))
+
+
+def _model_peer_cells(settings: Settings) -> list[tuple[Model, Target]]:
+    """The model x target cells a model peer (suites/peers) may stand beside: each model on each emulated riscv64
+    target."""
+    return [(m, t) for m in settings.models for t in settings.targets if t.arch == RISCV64 and t.is_emulated]
 
 
 def _peers(settings: Settings, suite: str) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 from syrupy.assertion import SnapshotAssertion
 
 from pytest_rvv.judge.outcome import Verdict, failed, passed, xfailed
-from pytest_rvv.measure.peers import IreeCall, PeerCall, PeerRow
+from pytest_rvv.measure.peers import IreeCall, PeerCall, PeerRow, ordered
 
 
 def peer_refused(message: str) -> Verdict:
@@ -109,7 +109,7 @@ def gaps(rows: list[PeerRow]) -> list[PeerGap]:
     paths (rv64gc, RVV, mmt4d...) is held against the best any peer does on that core."""
     entries = []
     for model in sorted({r.model for r in rows}):
-        mine = sorted((r for r in rows if r.model == model), key=lambda r: r.key)  # ties go the same way every run
+        mine = [r for r in ordered(rows) if r.model == model]
         best = min(mine, key=lambda r: _speed(r.iree))
         fastest = min(mine, key=lambda r: _speed(r.work))
         iree, peer = best.iree, fastest.work

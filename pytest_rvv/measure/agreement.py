@@ -121,13 +121,16 @@ def _compare_one(index: int, actual: np.ndarray, expected: np.ndarray, tol: Tole
     )
 
 
-def peer_agreement(outputs: list[np.ndarray], oracle: Oracle, model: Model, runner: EmulatedPeerRunner) -> Agreement:
-    """A peer's outputs against onnxruntime's: by the model's tolerance, or where the peer computes otherwise (ggml's
-    q8_0 weights round the input it quantizes) by its own bound of the exact result, floats against floats."""
+def peer_agreement(runs: Sequence[list[np.ndarray]], oracle: Oracle, model: Model,
+                   runner: EmulatedPeerRunner) -> list[Agreement]:
+    """Each run's outputs (a peer's, on the oracle's inputs) against onnxruntime's: by the model's tolerance, or where
+    the peer computes otherwise (ggml's q8_0 weights round the input it quantizes) by its own bound of the exact
+    result, floats against floats (the bound asked once for all the runs)."""
     own = runner.tolerance(oracle.prepared, oracle.inputs)
     if own is None:
-        return compare(outputs, oracle.outputs, model.tolerance, oracle.steps)
-    return compare(outputs, [e.astype(np.float64) for e in oracle.outputs], own, oracle.steps)
+        return [compare(outputs, oracle.outputs, model.tolerance, oracle.steps) for outputs in runs]
+    expected = [e.astype(np.float64) for e in oracle.outputs]
+    return [compare(outputs, expected, own, oracle.steps) for outputs in runs]
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,7 @@ def measure_peer_threads(model: Model, oracle: Oracle, runner: EmulatedPeerRunne
     args = (threaded, oracle.prepared, oracle.inputs, len(oracle.outputs), "all", model.name)
     one = tuple(runs.run(COUNTED_ONE, *args, sample=s) for s in SAMPLES)
     two = tuple(runs.run(COUNTED_TWO, *args, sample=s) for s in SAMPLES)
-    for run in (*one, *two):
-        agreement = peer_agreement(run.outputs, oracle, model, runner)
+    for agreement in peer_agreement([run.outputs for run in (*one, *two)], oracle, model, runner):
         if not agreement.ok:
             raise RvvError(f"{model.name} on {runner.target.name}: {runner.describe()} with {threads} threads "
                            f"disagrees with onnxruntime\n{agreement.report()}")
@@ -157,7 +156,7 @@ def peer_traffic(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs:
     caches = cache_hierarchy(CORE)
     args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), "all", model.name)
     zero, one = (runs.run(kind, *args, caches=caches.geometry) for kind in (TRACED_ZERO, TRACED_ONE))
-    agreement = peer_agreement(one.outputs, oracle, model, runner)
+    agreement, = peer_agreement([one.outputs], oracle, model, runner)
     if not agreement.ok:
         raise RvvError(f"{model.name} on {runner.target.name}: {runner.describe()} disagrees with onnxruntime in "
                        f"the traced run\n{agreement.report()}")

@@ -362,6 +362,12 @@ class PeerRow:
         return found.title if found is not None else self.name
 
 
+def ordered(rows: list[PeerRow]) -> list[PeerRow]:
+    """Peer rows by model, target and peer: every table and judgement reads them in this order (ties go the same way
+    on every run)."""
+    return sorted(rows, key=lambda r: r.key)
+
+
 def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
     """A counted peer run's executed instructions per library, and its vector instructions."""
     assert run.counts is not None
@@ -384,7 +390,7 @@ def measure_peer(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs:
     level = ORACLE_LEVELS[reference_level(oracle.prepared)]
     args = (runner, oracle.prepared, oracle.inputs, len(oracle.outputs), level, model.name)
     plain = runs.run(PLAIN, *args)
-    agreement = peer_agreement(plain.outputs, oracle, model, runner)
+    agreement, = peer_agreement([plain.outputs], oracle, model, runner)
     checked = CheckedRun(model.name, runner.target.name, agreement, f" ({runner.describe()})", plain.repro)
     counted = [runs.run(kind, *args) for kind in (COUNTED_ONE, COUNTED_TWO)]
     (one, vector_one), (two, vector_two) = (by_library(run) for run in counted)

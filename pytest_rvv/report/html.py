@@ -238,6 +238,7 @@ class RunReport:
                       for line in kernels.calibration_table(kernels.calibration(entries))]
         kernel_changes = [[c.strip() for c in line.strip("|").split("|")]
                           for line in kernel_changes_table(sections.kernel_changes)]
+        published = studies(sections.peers)
         targets, rows = self.targets(sections), self.rows(sections)
         cells = []
         for model in rows:
@@ -276,8 +277,8 @@ class RunReport:
             peers_gap=[[c.strip() for c in line.strip("|").split("|")] for line in gap_table(gaps(sections.peers))],
             peers_note=PEERS_NOTE, peers_moved=moved_lines(sections.peers, sections.comparisons),
             peers_published=[[c.strip() for c in line.strip("|").split("|")]
-                             for line in studies_table(studies(sections.peers))], studies_note=STUDIES_NOTE,
-            studies_lines=studies_lines(studies(sections.peers)),
+                             for line in studies_table(published)], studies_note=STUDIES_NOTE,
+            studies_lines=studies_lines(published),
             failures=[t for t in sections.tests if t["outcome"] in ("failed", "error")],
             counts={o: sum(t["outcome"] == o for t in sections.tests) for o in ORDER}, anchor=anchor)
 

@@ -23,7 +23,7 @@ from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.comparison.record import ComparisonRecord
 from pytest_rvv.judge.peers import NEAR, PeerGap, gaps, peer_standing
-from pytest_rvv.measure.peers import PeerRow, WallRow
+from pytest_rvv.measure.peers import PeerRow, WallRow, ordered
 from pytest_rvv.run.peer import ONNXRUNTIME
 
 TITLE = "rvv peers: IREE beside its peers on the same QEMU CPU (work per call)"
@@ -205,10 +205,6 @@ def _m(n: int | None) -> str:
 
 def _top(row: PeerRow) -> str:
     return ", ".join(f"{dispatch} {share:.0f} %" for dispatch, share in row.iree.top)
-
-
-def ordered(rows: list[PeerRow]) -> list[PeerRow]:
-    return sorted(rows, key=lambda r: r.key)
 
 
 def peers_table(rows: list[PeerRow]) -> list[str]:

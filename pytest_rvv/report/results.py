@@ -49,10 +49,10 @@ from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.judge.peers import gaps
 from pytest_rvv.measure.dispatch_table import DispatchTable
 from pytest_rvv.measure.metrics import LANE_OCCUPANCY, METRICS, kind_of, metric_info
-from pytest_rvv.measure.peers import PeerRow
+from pytest_rvv.measure.peers import PeerRow, ordered
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.report.kernels import KernelEntry, calibration
-from pytest_rvv.report.peers import ordered, studies
+from pytest_rvv.report.peers import studies
 
 SCHEMA = "pytest-rvv-results/1"
 SCHEMA_FILE = Path(__file__).with_name("results.schema.json")  # validate with any JSON Schema 2020-12 validator

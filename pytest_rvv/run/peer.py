@@ -148,17 +148,21 @@ _NCNN_INT8 = ("ncnn runs int8 from its own calibration table (ncnn2table and ncn
               "wheel does not ship), not from ONNX QuantizeLinear/DequantizeLinear")
 
 
+_serves_f32_ncnn = _serves_float32("feeds float32 to ncnn")
+_serves_f32_or_q8_0 = _serves_float32("multiplies float32 (int8 as q8_0)")
+
+
 def _serves_ncnn(model: Model, target: Target) -> str | None:
     """A float32 model; an int8 QDQ model is refused with what ncnn would need instead."""
     if "quantize-int8" in model.preparation and _serves_riscv64(model, target) is None:
         return _NCNN_INT8
-    return _serves_float32("feeds float32 to ncnn")(model, target)
+    return _serves_f32_ncnn(model, target)
 
 
 def _serves_matmul_q8_0(model: Model, target: Target) -> str | None:
     """ggml: a float32 matmul cell, or an int8 one whose K fills q8_0's blocks of 32 (its weights held as q8_0)."""
     if {spec.dtype for spec in model.inputs} != {"int8"}:
-        return _serves_float32("multiplies float32 (int8 as q8_0)")(model, target)
+        return _serves_f32_or_q8_0(model, target)
     if (why := _serves_riscv64(model, target)) is not None:
         return why
     k = model.inputs[0].shape[-1]
