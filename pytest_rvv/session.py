@@ -170,6 +170,12 @@ class RvvSession:
 
     @functools.cache  # noqa: B019
     def imported(self, model: Model) -> ImportedModel:
+        """The model's MLIR: imported from its prepared graph, or the MLIR its source gives instead (the graph then
+        only feeds the reference)."""
+        given = getattr(model.source, "mlir", None)
+        text = given() if given is not None else None
+        if text is not None:
+            return self.compiler.given_mlir(model.name, text)
         return self.compiler.import_onnx(model.name, self.prepared(model), model.opset)
 
     @functools.cache  # noqa: B019

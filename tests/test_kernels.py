@@ -312,22 +312,23 @@ def test_a_published_row_is_a_test_only_where_both_its_cells_are_selected():
     assert ids("64x64x64,f32") == ["f32-64x64x64-inner-tiled-over-ukernels-all-iree3.12.0",
                                    "f32-64x64x64-inner-tiled-over-ukernels-all"]
     assert ids("64x64x64,i8") == [] and ids("1024x1024x1024,f16") == []
-    assert ids("1024x1024x1024,f16-via-f32") == ["f16-via-f32-1024x1024x1024-default-over-mmt4d"]
-    assert len(ids("ci,1024x1024x1024,f16-via-f32")) == len(PUBLISHED) - 1 == 9
-    assert ids("pr22231") == ids("pr22231,default,mmt4d") == ["f16-via-f32-1024x1024x1024-default-over-mmt4d",
-                                                               "f16-via-f32-2048x2048x2048-default-over-mmt4d"]
+    assert ids("1024x1024x1024,f16-via-f32") == []  # iree PR 22231's rows run its own function (f16f16f32)
+    assert ids("1024x1024x1024,f16f16f32") == ["f16f16f32-1024x1024x1024-default-over-mmt4d-iree3.9.0",
+                                               "f16f16f32-1024x1024x1024-default-over-mmt4d"]
+    assert len(ids("ci,1024x1024x1024,f16f16f32")) == len(PUBLISHED) - 1 == 10
+    assert ids("pr22231") == ids("pr22231,default,mmt4d") == [*ids("1024x1024x1024,f16f16f32"),
+                                                               "f16f16f32-2048x2048x2048-default-over-mmt4d"]
     assert ids("pr22231,mmt4d") == []  # path names narrow the cells: a row needs both of its paths
     assert set(WALL_MISSES) <= {p.id for p in PUBLISHED}  # each known miss names a published row
 
 
-def test_a_selection_can_run_only_the_paths_its_rows_compare_and_path_names_narrow_any():
+def test_iree_pr_22231s_selection_runs_the_two_paths_it_compares_and_path_names_narrow_any():
     def cells(selection):
         return sorted((c.shape.name, c.path) for c in kernels({}, selection, BUILTIN_TARGETS).cells)
 
+    # its features' family has only its two sides: no data tiling, and data tiling on the mmt4d microkernels
     assert cells("pr22231") == [(s, p) for s in ("1024x1024x1024", "2048x2048x2048") for p in ("default", "mmt4d")]
-    whole = cells("1024x1024x1024,f16-via-f32,pr22231")  # a word that selects the pair whole keeps all its paths
-    assert [p for s, p in whole if s == "1024x1024x1024"] == ["data-tiled", "default", "inner-tiled", "mmt4d"]
-    assert [p for s, p in whole if s == "2048x2048x2048"] == ["default", "mmt4d"]
+    assert [p for s, p in cells("1024x1024x1024,f16-via-f32")] == ["data-tiled", "default", "inner-tiled", "mmt4d"]
     assert {p for _, p in cells("ci,mmt4d")} == {"mmt4d"}
 
 
@@ -469,17 +470,44 @@ def test_iree_pr_22231s_rows_are_its_square_1024_and_2048_f16_matmuls_with_its_f
     from pytest_rvv.report.kernels import PUBLISHED
 
     rows = [p for p in PUBLISHED if p.source.startswith("iree PR 22231")]
-    assert [(p.shape, round(p.low, 2)) for p in rows] == [("1024x1024x1024", 4.48), ("2048x2048x2048", 8.35)]
-    assert {p.toolchain.release for p in rows} == {None}  # its branch's build of 2025-10-07 is in no release
-    p = rows[1]
-    assert p.over == ("default", "mmt4d") and p.config.threads == 1 and rows[0].config == p.config
+    # its branch's build of 2025-10-07 is in no release: 1024^3 also with the first release that has its code
+    assert [(p.shape, round(p.low, 2), p.toolchain.release) for p in rows] == [
+        ("1024x1024x1024", 4.48, "3.9.0"), ("1024x1024x1024", 4.48, None), ("2048x2048x2048", 8.35, None)]
+    p = rows[-1]
+    assert p.over == ("default", "mmt4d") and p.config.threads == 1 and all(r.config == p.config for r in rows)
     features = PR_22231_FLAGS.split("--iree-llvmcpu-target-cpu-features=")[1].split()[0].replace('"', "")
     assert p.config.features == features
     assert _canonical(p.config.flags[1]) == _canonical(PR_22231_FLAGS)
     # its no-data-tiling column: the same command without --iree-opt-data-tiling
     assert _canonical(p.config.flags[0]) == _canonical(PR_22231_FLAGS) - {"--iree-opt-data-tiling"}
-    assert _differences(p) == {"features: ours add +c", "flags: ours pass no --riscv-v-fixed-length-vector-lmul-max=8",
-                               "flags: ours pass no --iree-llvmcpu-enable-ukernels=mmt4d on the default side"}
+    # its features and every flag of its command, but the LLVM option no release since 3.11.0 takes (its default)
+    assert _differences(p) == {"flags: ours pass no --riscv-v-fixed-length-vector-lmul-max=8"}
+    assert "cl::init(8)" in p.config.differs[0] and len(p.config.differs) == 1
+    # its function as it wrote it: the compiler takes that MLIR, and onnxruntime checks the same function as a graph
+    cells = kernels({}, f"{p.shape},f16f16f32", BUILTIN_TARGETS).cells
+    assert {c.path for c in cells} == {"default", "mmt4d"} and cells[0].model.source.mlir() == PR_22231_FUNCTION
+    assert [(i.name, i.dtype) for i in cells[0].model.inputs] == [("a", "float16"), ("b", "float16"),
+                                                                   ("acc", "float32")]
+
+
+# iree PR 22231's "Input MLIR", quoted
+PR_22231_FUNCTION = """\
+func.func @matmul_dynamic(%lhs: tensor<?x?xf16>, %rhs: tensor<?x?xf16>, %acc: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %result = linalg.matmul ins(%lhs, %rhs: tensor<?x?xf16>, tensor<?x?xf16>) outs(%acc: tensor<?x?xf32>) \
+-> tensor<?x?xf32>
+  return %result: tensor<?x?xf32>
+}
+"""
+
+
+def test_a_row_of_a_published_function_runs_only_when_named_and_never_with_a_weight():
+    """f16f16f32 is iree PR 22231's own function: a selection of shapes alone leaves it out, and a shape that holds B
+    as a constant (the LLM shapes) is refused in one line when the row is named with it."""
+    assert "f16f16f32" not in {c.row for c in kernels({}, "256x256x256", BUILTIN_TARGETS).cells}
+    assert {c.row for c in kernels({}, "256x256x256,f16f16f32", BUILTIN_TARGETS).cells} == {"f16f16f32"}
+    with pytest.raises(ConfigError, match=r"^--rvv-kernels: row f16f16f32 is a function of its arguments only, and "
+                                          r"shape 1x2048x8192 holds B as a constant weight"):
+        kernels({}, "1x2048x8192,f16f16f32", BUILTIN_TARGETS)
 
 
 def test_a_published_row_whose_release_cannot_be_fetched_skips_with_one_line_naming_it(kernel_project, tmp_path,

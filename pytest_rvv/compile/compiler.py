@@ -107,6 +107,17 @@ class Compiler:
             raise ImportFailed(str(entry.meta["error"]), log=str(entry.meta["log"]))
         return ImportedModel(entry.file("model.mlir"), str(entry.meta["function"]), key)
 
+    def given_mlir(self, model_name: str, text: str) -> ImportedModel:
+        """MLIR a model gives as it is (a published benchmark's own function), stored by content like an import."""
+        key = digest(["mlir-v1", text])
+
+        def build(tmp: Path) -> dict[str, object]:
+            (tmp / "model.mlir").write_text(text)
+            return {"model": model_name, "function": _entry_function(tmp / "model.mlir"), "status": "ok"}
+
+        entry = self.store.get_or_build("imports", key, build)
+        return ImportedModel(entry.file("model.mlir"), str(entry.meta["function"]), key)
+
     def compile(self, model_name: str, imported: ImportedModel, target: Target) -> Artifact:
         """Compile ``imported`` for ``target``; a compiler error is cached and re-raised."""
         flags = target.compiler_flags()

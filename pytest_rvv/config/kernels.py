@@ -15,7 +15,7 @@ from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.config.cores import CORES, DEFAULT_WALL_THREADS, WallRequest
 from pytest_rvv.config.paths import PATHS, matmul_path
 from pytest_rvv.config.targets import Target, path_twins
-from pytest_rvv.model.kernels import DTYPES, ISSUE_24932, SHAPES, KernelShape, kernel_model, shape
+from pytest_rvv.model.kernels import ARGUMENTS_ONLY, DTYPES, E2E, ISSUE_24932, SHAPES, KernelShape, kernel_model, shape
 from pytest_rvv.model.model import Model
 
 TABLE = "[tool.pytest_rvv.kernels]"
@@ -31,6 +31,7 @@ class KernelRow:
     name: str
     dtype: str
     target: str  # the family's default-path target; its path twins give the columns
+    by_shape: bool = True  # a selection of shapes alone runs it (a published benchmark's own row runs when named)
 
 
 ROWS: dict[str, KernelRow] = {r.name: r for r in (
@@ -39,20 +40,23 @@ ROWS: dict[str, KernelRow] = {r.name: r for r in (
     KernelRow("f16-via-f32", "f16", "rv64gcv-zvl256b-zvfhmin"),
     KernelRow("bf16", "bf16", "rv64gcv-zvl256b-zvfbfwma"),
     KernelRow("i8", "i8", "rv64gcv-zvl256b"),
+    # iree PR 22231's benchmark as it ran: its function (f16 x f16 -> f32 into an f32 argument, dynamic) on its features
+    KernelRow("f16f16f32", "f16f16f32", "rv64imafdv-zvl256b-zvfhmin", by_shape=False),
 )}
+# iree issue 24932's rows (its table's): what ``ci`` and ``llm`` run, and rows alone run at its shapes
+ISSUE_ROWS = ("f32", "f16", "f16-via-f32", "bf16", "i8")
 # what a type needs of a target: any one of these extensions
-NEEDS = {"f16": ("zvfh", "zvfhmin"), "bf16": ("zvfbfwma", "zvfbfmin")}
+NEEDS = {"f16": ("zvfh", "zvfhmin"), "f16f16f32": ("zvfh", "zvfhmin"), "bf16": ("zvfbfwma", "zvfbfmin")}
 _DECODE = tuple(n for n, s in SHAPES.items() if s.m == 1)
 SELECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # name: (shapes, rows)
-    "ci": (ISSUE_24932, tuple(ROWS)),
+    "ci": (ISSUE_24932, ISSUE_ROWS),
     "decode": (_DECODE, ("f32", "f16-via-f32", "i8")),
-    "llm": (tuple(n for n, s in SHAPES.items() if s.origin.startswith(("Llama", "Qwen"))), tuple(ROWS)),
+    "llm": (tuple(n for n, s in SHAPES.items() if s.origin.startswith(("Llama", "Qwen"))), ISSUE_ROWS),
     "all": (tuple(SHAPES), tuple(ROWS)),
-    # iree PR 22231's single-thread f16 rows (report/kernels.py PUBLISHED), on the two paths they compare: an opt-in
-    # calibration step (its 2048^3 cells: 17.5 min on 2 cores cold); docs/kernels.md
-    "pr22231": (("1024x1024x1024", "2048x2048x2048"), ("f16-via-f32",)),
+    # iree PR 22231's single-thread f16 rows (report/kernels.py PUBLISHED), on its function, features and the two
+    # paths it compares: an opt-in calibration step; docs/kernels.md
+    "pr22231": (("1024x1024x1024", "2048x2048x2048"), ("f16f16f32",)),
 }
-SELECTION_PATHS = {"pr22231": ("default", "mmt4d")}  # a selection that runs only some paths of its cells
 _KEYS = {"shapes", "rows", "paths"}
 
 
@@ -104,16 +108,15 @@ def kernels(table: Mapping[str, Any], selection: str | None, known: Mapping[str,
     words = [w.strip() for w in (selection or "").split(",") if w.strip()]
     named_paths = tuple(w for w in words if w in PATHS)  # path names narrow the selection to those paths
     chosen = _selection(",".join(w for w in words if w not in PATHS), shapes, rows) if words else set()
-    narrowed = {(s, r): SELECTION_PATHS[w] for w in words if w in SELECTION_PATHS
-                for s in SELECTIONS[w][0] for r in SELECTIONS[w][1]}
-    for w in words:  # a pair another word selects whole is not narrowed
-        if w not in SELECTION_PATHS and w not in PATHS:
-            for pair in _selection(w, shapes, rows):
-                narrowed.pop(pair, None)
     cells, every_id = [], set()
     for row in rows.values():
         family = twins.get(row.target, {"default": row.target})
         for shape_name, s in shapes.items():
+            if s.weights and row.dtype in ARGUMENTS_ONLY:
+                if (shape_name, row.name) in chosen:
+                    raise ConfigError(f"--rvv-kernels: row {row.name} is a function of its arguments only, and shape "
+                                      f"{shape_name} holds B as a constant weight; choose an {E2E} shape")
+                continue
             model = kernel_model(row.dtype, s)
             for path in paths:
                 if path not in family:
@@ -121,7 +124,7 @@ def kernels(table: Mapping[str, Any], selection: str | None, known: Mapping[str,
                 cell = KernelCell(row.name, s, path, model, known[family[path]])
                 every_id.add(cell.id)
                 pair = (shape_name, row.name)
-                if pair in chosen and (not named_paths or path in named_paths) and path in narrowed.get(pair, paths):
+                if pair in chosen and (not named_paths or path in named_paths):
                     cells.append(cell)
     return Kernels(shapes, rows, paths, tuple(cells), frozenset(every_id))
 
@@ -156,7 +159,8 @@ def _check_row(row: KernelRow, known: Mapping[str, Target], twins: Mapping[str, 
 def _selection(selection: str, shapes: Mapping[str, KernelShape],
                rows: Mapping[str, KernelRow]) -> set[tuple[str, str]]:
     """(shape, row) pairs: named selections (``ci``, ``decode``, ``llm``, ``all``, ``pr22231``) add theirs; shape and
-    row names add their product (``256x256x256,f32``; shapes alone: every row; rows alone: the ``ci`` shapes)."""
+    row names add their product (``256x256x256,f32``; shapes alone: every row but a published benchmark's own, which
+    runs when named; rows alone: the ``ci`` shapes)."""
     words = [w.strip() for w in selection.split(",") if w.strip()]
     unknown = [w for w in words if w not in shapes and w not in rows and w not in SELECTIONS]
     if unknown:
@@ -167,5 +171,6 @@ def _selection(selection: str, shapes: Mapping[str, KernelShape],
     named_shapes = [w for w in words if w in shapes]
     named_rows = [w for w in words if w in rows]
     if named_shapes or named_rows:
-        pairs |= {(s, r) for s in named_shapes or SELECTIONS["ci"][0] for r in named_rows or rows}
+        pairs |= {(s, r) for s in named_shapes or SELECTIONS["ci"][0]
+                  for r in named_rows or [r for r in rows if rows[r].by_shape]}
     return pairs

@@ -19,7 +19,7 @@ from pytest_rvv.config.emulator import QEMU_KNOWN as QEMU_KNOWN
 from pytest_rvv.config.emulator import QEMU_MEASURED as QEMU_MEASURED
 from pytest_rvv.config.emulator import QEMU_OFF_BY_DEFAULT as QEMU_OFF_BY_DEFAULT
 from pytest_rvv.config.emulator import qemu_cpu_extensions as qemu_cpu_extensions
-from pytest_rvv.config.paths import DEFAULT, PATHS, on_path, path_of, without_path
+from pytest_rvv.config.paths import DEFAULT, PATHS, UKERNELS_MMT4D, on_path, path_of, without_path
 
 RISCV64 = "riscv64"
 AARCH64 = "aarch64"
@@ -235,6 +235,16 @@ _TWINNED = (
     _family("rv64gcv-zvl256b-zvfbfwma", ("+zfbfmin", "+zvfbfmin", "+zvfbfwma"),
             "bf16 widening multiply-add (Zfbfmin, Zvfbfmin, Zvfbfwma)"),
 )
+# iree PR 22231's f16 single-thread benchmark, its command exactly: its features (no +c; Zfhmin and Zvfhmin at VLEN
+# 256) and --iree-llvmcpu-enable-ukernels=mmt4d on both of its sides, without data tiling (this target: the flag
+# changes no instruction there) and with it (the mmt4d twin)
+PR_22231_TARGET = Target(
+    name="rv64imafdv-zvl256b-zvfhmin", arch=RISCV64, features=("+m", "+a", "+f", "+d", "+zvl256b", "+v", "+zfhmin",
+                                                                "+zvfhmin"),
+    extra_flags=(UKERNELS_MMT4D,),
+    description="iree PR 22231's features exactly (+m,+a,+f,+d,+zvl256b,+v,+zfhmin,+zvfhmin: no +c), f16 stored, "
+                f"computed in f32; no data tiling, with {UKERNELS_MMT4D} as its command passes it",
+    builtin=True, selected=False)
 # ukernels=all (iree issue 24932's "ukernel" side) only on the family its calibration rows run on: X60's
 # +m,+a,+f,+d,+c,+v,+zvl256b, the issue's features exactly
 UKERNELS_ALL_FAMILIES = ("rv64gcv-zvl256b",)
@@ -283,6 +293,8 @@ BUILTIN_TARGETS: dict[str, Target] = {
         ),
         *(t for t in _TWINNED if t.name != "rv64gcv-zvl256b"),
         *(t for t in _TWINS if t.name != "rv64gcv-zvl256b-mmt4d"),
+        PR_22231_TARGET,
+        path_twin(PR_22231_TARGET, "mmt4d"),
     )
 }
 

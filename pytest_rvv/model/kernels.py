@@ -7,7 +7,9 @@ arguments, as in iree issue 24932's matmul benchmarks: packing them is per-call 
 
 Element types: ``f32``; ``f16`` and ``bf16`` (the float32 graph through the float16 / bfloat16 preparation step,
 float32 I/O with a Cast at each end, the reference as for every model: model/quantize.py); ``i8`` (MatMulInteger,
-int8 x int8 -> int32, exact).
+int8 x int8 -> int32, exact); ``f16f16f32`` (iree PR 22231's benchmark function as it wrote it: ``linalg.matmul`` of
+two f16 arguments accumulating into an f32 argument, all three dynamic; compiled from that MLIR, and checked
+against onnxruntime on the same function as an ONNX graph: Cast, Cast, MatMul, Add).
 """
 
 from __future__ import annotations
@@ -73,12 +75,15 @@ SHAPES: dict[str, KernelShape] = {s.name: s for s in (
 # iree issue 24932's table: what CI runs of the kernel suite (with the LLM decode shapes)
 ISSUE_24932 = ("64x64x64", "256x256x256", "81x41x19", "540x516x332")
 
-DTYPES = ("f32", "f16", "bf16", "i8")
-_STEPS = {"f32": (), "f16": ("float16",), "bf16": ("bfloat16",), "i8": ()}
+DTYPES = ("f32", "f16", "bf16", "i8", "f16f16f32")
+ARGUMENTS_ONLY = ("f16f16f32",)  # types that are a published function of arguments: no constant-weight form
+_STEPS = {"f32": (), "f16": ("float16",), "bf16": ("bfloat16",), "i8": (), "f16f16f32": ()}
 # Per type, relative to outputs of about 1 (B is scaled by 1/sqrt(K)): float16 carries 11 significant bits,
-# bfloat16 8, and IREE and the reference accumulate in different orders; int8 x int8 -> int32 is exact.
+# bfloat16 8, and IREE and the reference accumulate in different orders; int8 x int8 -> int32 is exact; f16f16f32's
+# operands are exact in f32, so it is held as an f32 matmul is.
 TOLERANCES = {"f32": Tolerance(atol=1e-4, rtol=1e-3), "f16": Tolerance(atol=1e-2, rtol=2e-2),
-              "bf16": Tolerance(atol=3e-2, rtol=3e-2), "i8": Tolerance(atol=0.0, rtol=0.0)}
+              "bf16": Tolerance(atol=3e-2, rtol=3e-2), "i8": Tolerance(atol=0.0, rtol=0.0),
+              "f16f16f32": Tolerance(atol=1e-4, rtol=1e-3)}
 
 
 def kernel_name(dtype: str, s: KernelShape) -> str:
@@ -92,6 +97,13 @@ def kernel_model(dtype: str, s: KernelShape) -> Model:
     if dtype == "i8":
         inputs = (InputSpec("a", (s.m, s.k), "int8", "integers", -128, 128),
                   InputSpec("b", (s.k, s.n), "int8", "integers", -128, 128))
+    elif dtype == "f16f16f32":
+        if s.weights:
+            raise ConfigError(f"kernel dtype {dtype} is iree PR 22231's function of three arguments; shape {s.name} "
+                              "holds B as a constant weight")
+        inputs = (InputSpec("a", (s.m, s.k), "float16", "uniform", -1.0, 1.0),
+                  InputSpec("b", (s.k, s.n), "float16", "uniform", -_scale(s), _scale(s)),
+                  InputSpec("acc", (s.m, s.n), "float32", "uniform", -1.0, 1.0))
     else:
         inputs = (InputSpec("a", (s.m, s.k), "float32", "uniform", -1.0, 1.0),
                   InputSpec("b", (s.k, s.n), "float32", "uniform", -_scale(s), _scale(s)))
@@ -108,6 +120,15 @@ def _scale(s: KernelShape) -> float:
     return 1.0 / math.sqrt(s.k)
 
 
+# iree PR 22231's input (its comment of 2025-10-07, "Input MLIR"): every dim dynamic, the f32 accumulator an argument
+PR_22231_FUNCTION = """\
+func.func @matmul_dynamic(%lhs: tensor<?x?xf16>, %rhs: tensor<?x?xf16>, %acc: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %result = linalg.matmul ins(%lhs, %rhs: tensor<?x?xf16>, tensor<?x?xf16>) outs(%acc: tensor<?x?xf32>) \
+-> tensor<?x?xf32>
+  return %result: tensor<?x?xf32>
+}
+"""
+
 WEIGHT_SEED = 1  # B's values when it is a weight (the arguments' come from the model's seed, as for every model)
 
 
@@ -119,10 +140,28 @@ class KernelSource:
     shape: KernelShape
 
     def describe(self) -> str:
+        if self.dtype == "f16f16f32":
+            return f"iree PR 22231's linalg.matmul f16 x f16 -> f32 (dynamic), run at {self.shape.name}"
         return f"built in code: MatMul{'Integer' if self.dtype == 'i8' else ''} {self.shape.name}"
+
+    def mlir(self) -> str | None:
+        """The MLIR the compiler takes instead of the imported ONNX graph, or None (import the graph): iree PR
+        22231's benchmark function, as its "Benchmarking (Single Thread)" gives it."""
+        return PR_22231_FUNCTION if self.dtype == "f16f16f32" else None
 
     def build(self) -> onnx.ModelProto:
         s = self.shape
+        if self.dtype == "f16f16f32":  # the oracle's graph of PR_22231_FUNCTION (f16 -> f32 is exact)
+            f16, f32 = TensorProto.FLOAT16, TensorProto.FLOAT
+            nodes = [helper.make_node("Cast", ["a"], ["a32"], to=f32),
+                     helper.make_node("Cast", ["b"], ["b32"], to=f32),
+                     helper.make_node("MatMul", ["a32", "b32"], ["product"]),
+                     helper.make_node("Add", ["product", "acc"], ["c"])]
+            dynamic = [helper.make_tensor_value_info(name, kind, dims) for name, kind, dims in (
+                ("a", f16, ["M", "K"]), ("b", f16, ["K", "N"]), ("acc", f32, ["M", "N"]))]
+            graph = helper.make_graph(nodes, "matmul_dynamic", dynamic,
+                                      [helper.make_tensor_value_info("c", f32, ["M", "N"])])
+            return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         if self.dtype == "i8":
             node = helper.make_node("MatMulInteger", ["a", "b"], ["c"])
             kind, out = TensorProto.INT8, TensorProto.INT32

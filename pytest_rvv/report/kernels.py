@@ -100,12 +100,10 @@ PR_22231_CONFIG = Configuration(
      "--iree-opt-data-tiling --mlir-print-ir-after-all --iree-llvmcpu-enable-ukernels=mmt4d "
      "--riscv-v-fixed-length-vector-lmul-max=8"),
     "+m,+a,+f,+d,+zvl256b,+v,+zfhmin,+zvfhmin", 1,
-    "linalg.matmul f16 x f16 -> f32 accumulating into an f32 argument, all three dynamic (tensor<?x?x...>)",
-    ("features: ours add +c", "flags: ours pass no --riscv-v-fixed-length-vector-lmul-max=8",
-     "flags: ours pass no --iree-llvmcpu-enable-ukernels=mmt4d on the default side (without data tiling there is "
-     "no mmt4d op for it to lower)",
-     "operation: ours is ONNX MatMul through the float16 step, f16 x f16 -> f16, no accumulator argument, "
-     "static shapes"))
+    "linalg.matmul f16 x f16 -> f32 accumulating into an f32 argument, all three dynamic (tensor<?x?x...>): "
+    "ours is that function, compiled from its MLIR",
+    ("flags: ours pass no --riscv-v-fixed-length-vector-lmul-max=8 (LLVM's default: cl::init(8); iree-compile 3.12.0 "
+     "and later reject the option, and with 3.11.0 the modules are byte-identical with and without it)",))
 # iree issue 24932 names no build. Filed 2026-09-14, the day iree PR 24933 (the f32 `vfmacc.vf` inner_tiled lowering,
 # "Performance will be tracked here #24932") opened; its board rows are reproduced with both candidate compilers.
 ISSUE_24932_THEN = RowToolchain(
@@ -115,10 +113,16 @@ ISSUE_24932_THEN = RowToolchain(
 ISSUE_24932_NOW = RowToolchain(
     None, "the toolchain under test (3.13.0 has PR 24933's vfmacc.vf lowering): what today's compiler would do on the "
     "board, not what the board ran (its ukernels=all side is byte-identical to 3.12.0's)")
-# iree PR 22231's numbers are its own branch's build of 2025-10-07 (before the merge), which no release holds
-PR_22231_BUILD = RowToolchain(
-    None, "the PR's own branch build (2025-10-07), which no release holds: the row compiles with the toolchain under "
-    "test, and its tolerance covers what changed since")
+# iree PR 22231's board ran its own branch's build of 2025-10-07, which no release holds. The PR was merged on
+# 2025-10-24 (f4fb50a1); the first release with it is 3.9.0 (3.8.0's commit of 2025-10-09 predates the merge), and its
+# f16 ukernels and f16 tile choice are unchanged from the merge through IREE main of 2026-08-21 (git diff, measured)
+PR_22231_THEN = RowToolchain(
+    "3.9.0", "the first release with the PR's code (merged 2025-10-24; 3.9.0 of 2025-11-25; 3.8.0 predates the merge): "
+    "its f16 mmt4d ukernels and tile choice are the merge's; the board ran the branch's build of 2025-10-07, "
+    "which no release holds")
+PR_22231_NOW = RowToolchain(
+    None, "the toolchain under test: its f16 ukernels and tile choice are the merge's too (unchanged through IREE main "
+    "of 2026-08-21), its LLVM and codegen two years' newer")
 PUBLISHED = (
     *(Published("f32", shape, ("inner-tiled", "ukernels-all"), low, high, ISSUE_24932, "wall time, 8 threads",
                 ISSUE_24932_CONFIG, toolchain)
@@ -126,11 +130,12 @@ PUBLISHED = (
       for shape, low, high in (("64x64x64", 1.02, 1.07), ("256x256x256", 1.78, 1.85), ("81x41x19", 0.82, 0.90),
                                ("540x516x332", 2.42, 2.42))),
     # 1030 ms without data tiling, 230 ms with data tiling + mmt4d
-    Published("f16-via-f32", "1024x1024x1024", ("default", "mmt4d"), 1030 / 230, 1030 / 230, PR_22231,
-              "wall time, 1 thread: 1030 ms / 230 ms", PR_22231_CONFIG, PR_22231_BUILD),
+    *(Published("f16f16f32", "1024x1024x1024", ("default", "mmt4d"), 1030 / 230, 1030 / 230, PR_22231,
+                "wall time, 1 thread: 1030 ms / 230 ms", PR_22231_CONFIG, toolchain)
+      for toolchain in (PR_22231_THEN, PR_22231_NOW)),
     # 15326 ms without data tiling, 1835 ms with data tiling + mmt4d (the PR's "Square Matrix Size" 2048)
-    Published("f16-via-f32", "2048x2048x2048", ("default", "mmt4d"), 15326 / 1835, 15326 / 1835, PR_22231,
-              "wall time, 1 thread: 15326 ms / 1835 ms", PR_22231_CONFIG, PR_22231_BUILD),
+    Published("f16f16f32", "2048x2048x2048", ("default", "mmt4d"), 15326 / 1835, 15326 / 1835, PR_22231,
+              "wall time, 1 thread: 15326 ms / 1835 ms", PR_22231_CONFIG, PR_22231_NOW),
 )
 
 
@@ -157,7 +162,7 @@ WALL_MISSES: dict[str, str] = {  # by Published.id
         "inner-tiled is DRAM-bound: even with every miss's latency hidden it is 3.73x, set by the bytes a one-thread "
         "run through one private L2 counts (about 132 MB per call) over the 7 GB/s channel, where the board's 8 "
         "workers have two L2s; the same term lets 3.13's row pass at -23 %; see docs/kernels.md",
-    "f16-via-f32-2048x2048x2048-default-over-mmt4d":
+    "f16f16f32-2048x2048x2048-default-over-mmt4d":
         "est. 3.82x (10589 / 2769 ms), board 8.35 (15326 / 1835 ms): the mmt4d side streams 1.06 GB per call from "
         "DRAM (16.4 M L2 misses) and the model, with no prefetcher, charges each miss its latency: 1470 ms of stalls "
         "and runtime work on 1300 ms in-core, where the board took 1835 ms in all; the default side (2.25 GB, "
