@@ -162,6 +162,10 @@ WALL_MISSES: dict[str, str] = {  # by Published.id
         "inner-tiled is DRAM-bound: even with every miss's latency hidden it is 3.73x, set by the bytes a one-thread "
         "run through one private L2 counts (about 132 MB per call) over the 7 GB/s channel, where the board's 8 "
         "workers have two L2s; the same term lets 3.13's row pass at -23 %; see docs/kernels.md",
+    "f16f16f32-1024x1024x1024-default-over-mmt4d-iree3.9.0":
+        "est. 2.79x (885 / 318 ms), board 4.48 (1030 / 230 ms): with 3.9.0's code the default side lands 14 % under "
+        "the board and the mmt4d side 38 % over it, both compute-bound; with 3.13.0's the row holds (4.96x: 1381 / "
+        "279 ms, +11 %), so the two releases' default paths differ by 1.56x in est. time; see docs/kernels.md",
     "f16f16f32-2048x2048x2048-default-over-mmt4d":
         "est. 3.82x (10589 / 2769 ms), board 8.35 (15326 / 1835 ms): the mmt4d side streams 1.06 GB per call from "
         "DRAM (16.4 M L2 misses) and the model, with no prefetcher, charges each miss its latency: 1470 ms of stalls "
