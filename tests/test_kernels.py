@@ -68,7 +68,7 @@ def test_a_user_shape_row_and_paths_come_from_the_table():
      r"^\[tool.pytest_rvv.kernels\] paths: unknown matmul path 'ukernel'; known: default, data-tiled, mmt4d, "
      r"inner-tiled, ukernels-all$"),
     ({"rows": {"q4": {"dtype": "q4", "target": "rv64gcv-zvl256b"}}}, None,
-     r"^\[tool.pytest_rvv.kernels\] rows.q4: unknown dtype 'q4'; known: f32, f16, bf16, i8$"),
+     r"^\[tool.pytest_rvv.kernels\] rows.q4: unknown dtype 'q4'; known: f32, f16, bf16, i8, f16f16f32$"),
     ({"rows": {"f16-plain": {"dtype": "f16", "target": "rv64gcv-zvl256b"}}}, None,
      r"^\[tool.pytest_rvv.kernels\] rows.f16-plain: target rv64gcv-zvl256b has no zvfh or zvfhmin, which f16 "
      r"matmuls need; add \+zvfh to its features or choose a target that has it$"),
