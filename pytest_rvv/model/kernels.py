@@ -112,7 +112,8 @@ def kernel_model(dtype: str, s: KernelShape) -> Model:
     return Model(name=kernel_name(dtype, s), source=KernelSource(dtype, s), inputs=inputs,
                  preparation=_STEPS[dtype], tolerance=TOLERANCES[dtype],
                  description=f"matmul {s.name} (MxKxN) {dtype}, {s.origin or 'user shape'}"
-                             + (", B a constant weight" if s.weights else ", A and B arguments"))
+                             + (", B a constant weight" if s.weights else ", A, B and the accumulator arguments"
+                                if dtype in ARGUMENTS_ONLY else ", A and B arguments"))
 
 
 def _scale(s: KernelShape) -> float:

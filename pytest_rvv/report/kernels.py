@@ -167,10 +167,10 @@ WALL_MISSES: dict[str, str] = {  # by Published.id
         "the board and the mmt4d side 38 % over it, both compute-bound; with 3.13.0's the row holds (4.96x: 1381 / "
         "279 ms, +11 %), so the two releases' default paths differ by 1.56x in est. time; see docs/kernels.md",
     "f16f16f32-2048x2048x2048-default-over-mmt4d":
-        "est. 3.82x (10589 / 2769 ms), board 8.35 (15326 / 1835 ms): the mmt4d side streams 1.06 GB per call from "
-        "DRAM (16.4 M L2 misses) and the model, with no prefetcher, charges each miss its latency: 1470 ms of stalls "
-        "and runtime work on 1300 ms in-core, where the board took 1835 ms in all; the default side (2.25 GB, "
-        "35.4 M misses) is 31 % under the board; see docs/kernels.md",
+        "est. 5.40x (11367 / 2104 ms), board 8.35 (15326 / 1835 ms), both sides compute-bound: the default side lands "
+        "26 % under the board and the mmt4d side 15 % over it; in-core alone the ratio is 6.67x (-20 %): the "
+        "model's memory and runtime terms (no prefetcher; 2.17 GB / 0.52 GB from DRAM per call) add more to "
+        "mmt4d's time in proportion; see docs/kernels.md",
 }
 
 
