@@ -553,3 +553,22 @@ def test_a_pinned_rows_estimate_reaches_the_calibration_view_even_without_a_curr
     line = calibration_table([shown])[-1]
     assert "| 2.05x (2.456 / 1.198 ms); DRAM latency hidden 2.50x | +11 % | compute / compute | - |" in line
     assert "compiled with iree-base-compiler==3.12.0 (IREE compiler version 3.12.0rc20260917" in line
+
+
+def test_a_kernel_whose_source_gives_mlir_compiles_that_mlir_kept_by_content(tmp_path):
+    """iree PR 22231's function goes to iree-compile as it wrote it (no ONNX import): the store keeps it by its
+    text, the entry function is its own, and on the PR's features without and with data tiling the one matmul
+    dispatch is f16 x f16 -> f32 over dynamic dims."""
+    from pytest_rvv.config.settings import Settings
+    from pytest_rvv.model.kernels import kernel_model
+    from pytest_rvv.session import RvvSession
+
+    session = RvvSession(Settings.resolve(lambda option: None, {}, tmp_path))
+    compiler = session.compiler
+    given = session.imported(kernel_model("f16f16f32", SHAPES["1024x1024x1024"]))
+    assert given.function == "matmul_dynamic" and given.path.read_text() == PR_22231_FUNCTION
+    assert compiler.given_mlir("another name", PR_22231_FUNCTION).sha256 == given.sha256  # by content
+    for name in ("rv64imafdv-zvl256b-zvfhmin", "rv64imafdv-zvl256b-zvfhmin-mmt4d"):
+        artifact = compiler.compile("mm-f16f16f32-1024x1024x1024", given, BUILTIN_TARGETS[name])
+        assert artifact.function == "matmul_dynamic"
+        assert any(b"matmul_DxDxD_f16xf16xf32" in p.read_bytes() for p in artifact.executables), name
