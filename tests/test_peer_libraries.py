@@ -339,6 +339,17 @@ def test_an_input_file_longer_than_the_shape_is_one_line(tmp_path: Path):
     assert result.stderr.strip() == "blas_harness: a.f32: holds more floats than the shape's 4"
 
 
+def test_each_harness_s_usage_line_names_the_flags_it_takes(tmp_path: Path):
+    """OpenBLAS's harness takes --library= (another libopenblas), ggml's --weights=q8_0: each usage line says so."""
+    for peer, flags in (("openblas", "[--no-timings] [--library=PATH]"), ("ggml", "[--no-timings] [--weights=q8_0]")):
+        runner = runner_for("rv64gc", peer)
+        result = run_process([str(runner.qemu.path), "-cpu", runner.target.emulator_cpu, "-L",
+                              str(runner.sysroot.path), str(runner.harness)], cwd=tmp_path, env={}, timeout_s=120)
+        name = runner.harness.name
+        assert result.returncode == 2 and result.stderr.strip().startswith(f"{name}: usage: {name} M K N A.f32 B.f32")
+        assert result.stderr.strip().endswith(flags), result.stderr
+
+
 def test_the_once_per_shape_test_keeps_its_id_whichever_paths_are_selected(kernel_project):
     for selection in ("64x64x64,f32", "64x64x64,f32,mmt4d"):
         result = kernel_project.run("kernels", f"--rvv-kernels={selection}", "--rvv-peers=openblas", "-k",

@@ -88,9 +88,14 @@ static struct matmul_args parse_args(int argc, char **argv)
 #else
     const char *library = NULL, *library_flag = "";
 #endif
+#ifdef MATMUL_WEIGHTS
+    const char *weights_flag = " [--weights=" MATMUL_WEIGHTS "]";
+#else
+    const char *weights_flag = "";
+#endif
     if (argc < 7)
         fail(2, "usage", HARNESS " M K N A.f32 B.f32 C.f32 [--threads=N] [--repeat=N] [--maps=@maps.txt] "
-                         "[--no-timings]%s", library_flag);
+                         "[--no-timings]%s%s", library_flag, weights_flag);
     struct matmul_args args = {integer(argv[1], "M", 1), integer(argv[2], "K", 1), integer(argv[3], "N", 1), 1, 1, 1,
                                argv[4], argv[5], argv[6], NULL, library
 #ifdef MATMUL_WEIGHTS
