@@ -505,6 +505,8 @@ def test_a_row_of_a_published_function_runs_only_when_named_and_never_with_a_wei
     as a constant (the LLM shapes) is refused in one line when the row is named with it."""
     assert "f16f16f32" not in {c.row for c in kernels({}, "256x256x256", BUILTIN_TARGETS).cells}
     assert {c.row for c in kernels({}, "256x256x256,f16f16f32", BUILTIN_TARGETS).cells} == {"f16f16f32"}
+    every = kernels({}, "all", BUILTIN_TARGETS).cells  # a named selection holds only what each row can run
+    assert {c.shape.name for c in every if c.row == "f16f16f32"} == {n for n, s in SHAPES.items() if not s.weights}
     with pytest.raises(ConfigError, match=r"^--rvv-kernels: row f16f16f32 is a function of its arguments only, and "
                                           r"shape 1x2048x8192 holds B as a constant weight"):
         kernels({}, "1x2048x8192,f16f16f32", BUILTIN_TARGETS)

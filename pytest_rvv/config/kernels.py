@@ -43,8 +43,8 @@ ROWS: dict[str, KernelRow] = {r.name: r for r in (
     # iree PR 22231's benchmark as it ran: its function (f16 x f16 -> f32 into an f32 argument, dynamic) on its features
     KernelRow("f16f16f32", "f16f16f32", "rv64imafdv-zvl256b-zvfhmin", by_shape=False),
 )}
-# iree issue 24932's rows (its table's): what ``ci`` and ``llm`` run, and rows alone run at its shapes
-ISSUE_ROWS = ("f32", "f16", "f16-via-f32", "bf16", "i8")
+# iree issue 24932's rows (its table's), every row a selection of shapes runs: what ``ci`` and ``llm`` run
+ISSUE_ROWS = tuple(name for name, row in ROWS.items() if row.by_shape)
 # what a type needs of a target: any one of these extensions
 NEEDS = {"f16": ("zvfh", "zvfhmin"), "f16f16f32": ("zvfh", "zvfhmin"), "bf16": ("zvfbfwma", "zvfbfmin")}
 _DECODE = tuple(n for n, s in SHAPES.items() if s.m == 1)
@@ -167,7 +167,8 @@ def _selection(selection: str, shapes: Mapping[str, KernelShape],
         raise ConfigError(f"--rvv-kernels: unknown {', '.join(unknown)}; give one of {', '.join(SELECTIONS)}, or "
                           f"shape names (e.g. 256x256x256, or a {TABLE} shape), row names ({', '.join(rows)}) and "
                           f"path names ({', '.join(PATHS)})")
-    pairs = {(s, r) for w in words if w in SELECTIONS for s in SELECTIONS[w][0] for r in SELECTIONS[w][1]}
+    pairs = {(s, r) for w in words if w in SELECTIONS for s in SELECTIONS[w][0] for r in SELECTIONS[w][1]
+             if not (shapes[s].weights and rows[r].dtype in ARGUMENTS_ONLY)}  # ``all``: only the pairs a row can hold
     named_shapes = [w for w in words if w in shapes]
     named_rows = [w for w in words if w in rows]
     if named_shapes or named_rows:
