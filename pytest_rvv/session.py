@@ -16,7 +16,7 @@ import numpy as np
 
 from pytest_rvv.base.errors import ConfigError, PathUnavailable, Remembered, RuntimeNotProvided, RvvError
 from pytest_rvv.base.stages import Stages
-from pytest_rvv.base.store import Store, digest, file_sha256
+from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.compile.compiler import Artifact, Compiler, ImportedModel
 from pytest_rvv.config.boards import Board
 from pytest_rvv.config.machine import Machine, this_machine
@@ -197,7 +197,7 @@ class RvvSession:
 
         path = self.prepared(model)
         level = reference_level(path)
-        key = digest(["reference-v1", file_sha256(path), repr(model.inputs), str(model.seed), onnxruntime.__version__,
+        key = digest(["reference-v1", content_sha(path), repr(model.inputs), str(model.seed), onnxruntime.__version__,
                       *([] if level == "all" else [level])])
 
         def build(tmp: Path) -> dict[str, object]:

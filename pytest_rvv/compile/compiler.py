@@ -15,7 +15,7 @@ from pathlib import Path
 from pytest_rvv.base.errors import CompileFailed, ImportFailed, ToolMissing, first_lines, tail
 from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.base.stages import Stages
-from pytest_rvv.base.store import Store, digest, file_sha256
+from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.compile.phases import PHASE, TINY, device_attribute, group_key, retarget, shared_groups
 from pytest_rvv.compile.ukernels import INTERMEDIATES, enables_ukernels, load_ukernels, record_ukernels
 from pytest_rvv.config.targets import HOST, Target
@@ -73,7 +73,7 @@ class Compiler:
         # v2: a deterministic importer error is cached like a compiler error; v3: the importer is in the key;
         # v4: by its code, not its path (the path held the checkout's .venv: every clone imported and compiled
         # everything again, and a cache restored on a CI runner with another workspace path was never used)
-        key = digest(["import-v4", file_sha256(prepared), str(opset), self.toolchain.compiler_version,
+        key = digest(["import-v4", content_sha(prepared), str(opset), self.toolchain.compiler_version,
                       _script_identity(self.toolchain.iree_import_onnx)])
 
         def build(tmp: Path) -> dict[str, object]:

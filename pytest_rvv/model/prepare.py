@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from pytest_rvv.base.errors import ModelError
-from pytest_rvv.base.store import Store, digest, file_sha256
+from pytest_rvv.base.store import Store, content_sha, digest
 from pytest_rvv.model.model import Model
 from pytest_rvv.model.quantize import check_quantization, quantize_int8, to_bfloat16, to_float16
 
@@ -226,9 +226,13 @@ def prepare(spec: Model, cache_root: Path) -> Path:
     if unknown:
         raise ModelError(f"model {spec.name!r}: unknown preparation step(s) {unknown}; known: {list(STEPS)}")
     source = spec.source.fetch(cache_root)
-    check_quantization(load_onnx(source), spec.name)  # fail early, with the file's name: missing, corrupt, bad QDQ
     shapes = [f"{i.name}:{i.shape}:{i.dtype}" for i in spec.inputs]
-    key = digest(["prepare-v1", file_sha256(source), *spec.preparation, *shapes, *_tool_versions(spec.preparation)])
+    key = digest(["prepare-v1", content_sha(source), *spec.preparation, *shapes, *_tool_versions(spec.preparation)])
+    store = Store(cache_root)
+    found = store.lookup("prepared", key)
+    if found is not None:  # this very content passed the checks below when it was prepared
+        return found.file("model.onnx")
+    check_quantization(load_onnx(source), spec.name)  # fail early, with the file's name: missing, corrupt, bad QDQ
 
     def build(tmp: Path) -> dict[str, object]:
         model = load_onnx(source)
@@ -237,4 +241,4 @@ def prepare(spec: Model, cache_root: Path) -> Path:
         onnx.save(model, str(tmp / "model.onnx"))
         return {"model": spec.name, "source": spec.source.describe(), "steps": list(spec.preparation)}
 
-    return Store(cache_root).get_or_build("prepared", key, build).file("model.onnx")
+    return store.get_or_build("prepared", key, build).file("model.onnx")
