@@ -41,7 +41,7 @@ from pytest_rvv.run.ggml_peer import ggml_runner, q8_0_error
 from pytest_rvv.run.kept import KeptRuns
 from pytest_rvv.run.matmul_peer import MatmulRunner, matmul_operands
 from pytest_rvv.run.ort_harness import PeerRejected
-from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, TRACED_ZERO, PeerRuns
+from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PLAIN, TRACED_ZERO, PeerRuns
 from pytest_rvv.run.qemu_plugin import plugin_option
 from pytest_rvv.session import Oracle
 from pytest_rvv.toolchain.debian_sysroot import (
@@ -414,3 +414,23 @@ def test_ggml_serves_an_int8_cell_whose_k_fills_q8_0_s_blocks_and_says_why_not_t
     assert serves(kernel_model("i8", SHAPES["81x41x19"]), target) == "int8 as q8_0 needs K a multiple of 32, not 41"
     assert PEERS["openblas"].serves(kernel_model("i8", SHAPES["64x64x64"]), target) == \
         "its harness multiplies float32, not int8"
+
+
+def test_ggml_holds_the_weights_once_so_its_peak_memory_is_ggmls_own(tmp_path: Path):
+    """The harness writes W (B^T) and X straight into ggml's host buffer and reads Y from it: its peak RSS grows by
+    one W, as llama.cpp's does with a model's weights, not by B, its transpose and ggml's copy (measured before:
+    213 MB at 1x2048x8192 f32, 82 MB after; 183 -> 34 MB with q8_0 weights)."""
+    runner = runner_for("rv64gc", "ggml")
+    model = tmp_path / "mm.onnx"
+    model.write_bytes(b"the inputs name the cell")
+    runs = PeerRuns(Store(tmp_path / "cache"), None)
+    rng = np.random.default_rng(9)
+    peak = {}
+    for k in (64, 2048):
+        a, b = rng.uniform(-1, 1, (1, k)).astype(np.float32), rng.uniform(-1, 1, (k, 2048)).astype(np.float32)
+        run = runs.run(PLAIN, runner, model, [a, b], 1, "all", "mm")
+        np.testing.assert_allclose(run.outputs[0], a @ b, rtol=1e-4, atol=1e-3)
+        assert run.rss_kb is not None
+        peak[k] = run.rss_kb
+    held = (2048 - 64) * 2048 * 4 / 1024  # what W at K=2048 holds beyond K=64's: 15.5 MiB
+    assert 0.9 * held < peak[2048] - peak[64] < 1.5 * held, peak  # before: about 3 x held

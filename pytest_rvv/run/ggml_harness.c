@@ -10,6 +10,9 @@
  * scale is 1 and its values B's, so W is B exactly; X stays f32, and ggml quantizes it to q8_0 on every call, as
  * llama.cpp does with a layer's input (that is part of a call's work, and its rounding is the result's only error).
  *
+ * W and X are written straight into ggml's own host buffer (B read one row at a time) and C is written from Y's, so the
+ * process holds what ggml holds: its peak RSS is ggml's, as llama.cpp's with a model's weights held once.
+ *
  * The CPU backend is a module ggml loads at run time (GGML_BACKEND_DL): ggml_backend_load_all() scores each
  * libggml-cpu-*.so in its backend folder against the CPU (riscv_hwprobe) and loads the best, libggml-cpu-riscv64_v.so
  * on a CPU with V, libggml-cpu-riscv64_0.so without. On success it prints "core <variant>" (the module loaded),
@@ -53,11 +56,10 @@ struct ggml_tensor *ggml_new_tensor_2d(struct ggml_context *, int type, int64_t 
 struct ggml_tensor *ggml_mul_mat(struct ggml_context *, struct ggml_tensor *a, struct ggml_tensor *b);
 struct ggml_cgraph *ggml_new_graph(struct ggml_context *);
 void ggml_build_forward_expand(struct ggml_cgraph *, struct ggml_tensor *);
-size_t ggml_nbytes(const struct ggml_tensor *);
 void ggml_log_set(ggml_log_callback, void *user_data);
 ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context *, ggml_backend_t);
-void ggml_backend_tensor_set(struct ggml_tensor *, const void *data, size_t offset, size_t size);
-void ggml_backend_tensor_get(const struct ggml_tensor *, void *data, size_t offset, size_t size);
+void *ggml_get_data(const struct ggml_tensor *);
+bool ggml_backend_buffer_is_host(ggml_backend_buffer_t);
 int ggml_backend_graph_compute(ggml_backend_t, struct ggml_cgraph *);
 ggml_backend_reg_t ggml_backend_dev_backend_reg(ggml_backend_dev_t);
 ggml_backend_t ggml_backend_dev_init(ggml_backend_dev_t, const char *params);
@@ -91,32 +93,35 @@ static void loaded_variant(char *variant, size_t size, const char *copy)
         fail(2, copy, "cannot write");
 }
 
+/* Row ``row`` of B (N floats) into W = B^T held by ggml at ``data``: column ``row`` of W's rows, as f32 or as q8_0
+ * blocks of scale 1 (then B's values must be int8). */
+static void scatter_row(const float *b_row, int64_t row, int64_t k, int64_t n, void *data, int q8, const char *path)
+{
+    for (int64_t col = 0; col < n; col++) {
+        float value = b_row[col];
+        if (!q8) {
+            ((float *)data)[col * k + row] = value;
+            continue;
+        }
+        if (!(value >= -128.0f && value <= 127.0f && value == (float)(int)value))
+            fail(2, path, "--weights=q8_0 holds int8 values, B holds %g", value);
+        struct block_q8_0 *block = (struct block_q8_0 *)data + (col * k + row) / QK8_0;
+        block->d = FP16_ONE;
+        block->qs[(col * k + row) % QK8_0] = (int8_t)value;
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct matmul_args args = parse_args(argc, argv);
     int m = args.m, k = args.k, n = args.n;
-    float *a = read_floats(args.a, (size_t)m * k), *b = read_floats(args.b, (size_t)k * n);
-    float *w = malloc((size_t)k * n * sizeof(float)), *c = malloc((size_t)m * n * sizeof(float));
-    if (w == NULL || c == NULL)
-        fail(2, args.c, "out of memory");
-    for (int64_t col = 0; col < n; col++)  /* W = B^T: row col of W is column col of B */
-        for (int64_t row = 0; row < k; row++)
-            w[col * k + row] = b[row * n + col];
     int q8 = strcmp(args.weights, "q8_0") == 0;
-    struct block_q8_0 *blocks = NULL;
-    if (q8) {  /* each block of 32 along K: scale 1, the values B's (exact when they are int8) */
-        if (k % QK8_0 != 0)
-            fail(2, "--weights=q8_0", "K = %d is not a multiple of q8_0's block of %d", k, QK8_0);
-        blocks = malloc((size_t)n * (k / QK8_0) * sizeof *blocks);
-        if (blocks == NULL)
-            fail(2, args.b, "out of memory");
-        for (int64_t i = 0; i < (int64_t)n * k; i++) {
-            if (!(w[i] >= -128.0f && w[i] <= 127.0f && w[i] == (float)(int)w[i]))
-                fail(2, args.b, "--weights=q8_0 holds int8 values, B holds %g", w[i]);
-            blocks[i / QK8_0].d = FP16_ONE;
-            blocks[i / QK8_0].qs[i % QK8_0] = (int8_t)w[i];
-        }
-    }
+    if (q8 && k % QK8_0 != 0)
+        fail(2, "--weights=q8_0", "K = %d is not a multiple of q8_0's block of %d", k, QK8_0);
+    FILE *fa = open_floats(args.a, (size_t)m * k), *fb = open_floats(args.b, (size_t)k * n);
+    float *b_row = malloc((size_t)n * sizeof(float));
+    if (b_row == NULL)
+        fail(2, args.b, "out of memory");
 
     int64_t start = now_us();
     ggml_log_set(quiet, NULL);
@@ -135,10 +140,19 @@ int main(int argc, char **argv)
     struct ggml_tensor *wt = ggml_new_tensor_2d(context, q8 ? GGML_TYPE_Q8_0 : GGML_TYPE_F32, k, n);
     struct ggml_tensor *xt = ggml_new_tensor_2d(context, GGML_TYPE_F32, k, m);
     struct ggml_tensor *yt = ggml_mul_mat(context, wt, xt);
-    if (ggml_backend_alloc_ctx_tensors(context, backend) == NULL)
-        fail(1, "ggml", "cannot allocate the tensors");
-    ggml_backend_tensor_set(wt, q8 ? (const void *)blocks : (const void *)w, 0, ggml_nbytes(wt));
-    ggml_backend_tensor_set(xt, a, 0, ggml_nbytes(xt));
+    ggml_backend_buffer_t buffer = ggml_backend_alloc_ctx_tensors(context, backend);
+    if (buffer == NULL || !ggml_backend_buffer_is_host(buffer))
+        fail(1, "ggml", "cannot allocate the tensors in host memory");
+    /* W, X and Y live in ggml's own (host) buffer, written and read there: the process holds what ggml holds, plus
+     * one row of B, as llama.cpp holds a model's weights once (its peak RSS is then ggml's, not three copies of B) */
+    for (int64_t row = 0; row < k; row++) {
+        read_into(fb, args.b, b_row, (size_t)n);
+        scatter_row(b_row, row, k, n, ggml_get_data(wt), q8, args.b);
+    }
+    fclose(fb);
+    free(b_row);
+    read_into(fa, args.a, ggml_get_data(xt), (size_t)m * k);
+    fclose(fa);
     struct ggml_cgraph *graph = ggml_new_graph(context);
     ggml_build_forward_expand(graph, yt);
     int64_t loaded = now_us(), last = 0;
@@ -150,8 +164,7 @@ int main(int argc, char **argv)
             fail(1, "ggml", "graph compute returned status %d", status);
         last = now_us() - t0;
     }
-    ggml_backend_tensor_get(yt, c, 0, ggml_nbytes(yt));
-    write_floats(args.c, c, (size_t)m * n);
+    write_floats(args.c, ggml_get_data(yt), (size_t)m * n);
     char variant[256];
     loaded_variant(variant, sizeof variant, args.maps);
     printf("core %s\nroutine mul_mat%s\n", variant, q8 ? " q8_0" : "");

@@ -34,19 +34,36 @@ static int64_t now_us(void)
     return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 
-static float *read_floats(const char *path, size_t count)
+/* ``path`` opened for reading ``count`` floats, or one line when it cannot be or holds another number of them. */
+static FILE *open_floats(const char *path, size_t count)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         fail(2, path, "cannot open");
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
+        fail(2, path, "cannot read");
+    if ((size_t)size != count * sizeof(float))
+        fail(2, path, "holds %s floats than the shape's %zu", (size_t)size > count * sizeof(float) ? "more" : "fewer",
+             count);
+    return f;
+}
+
+/* The next ``count`` floats of ``f`` (opened by open_floats) into ``data``. */
+static void read_into(FILE *f, const char *path, float *data, size_t count)
+{
+    if (fread(data, sizeof(float), count, f) != count)
+        fail(2, path, "cannot read");
+}
+
+static inline float *read_floats(const char *path, size_t count)
+{
+    FILE *f = open_floats(path, count);
     float *data = malloc(count * sizeof(float));
     if (data == NULL)
         fail(2, path, "out of memory");
-    size_t got = fread(data, sizeof(float), count, f);
-    int more = fgetc(f) != EOF;
+    read_into(f, path, data, count);
     fclose(f);
-    if (got != count || more)
-        fail(2, path, "holds %s floats than the shape's %zu", more ? "more" : "fewer", count);
     return data;
 }
 
