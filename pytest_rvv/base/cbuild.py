@@ -12,12 +12,24 @@ from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store, digest
 from pytest_rvv.base.tools import find_executable, version_output
 
+_BUILT: dict[tuple[str, str, tuple[str, ...], str, bool], Path] = {}  # this process's builds (asked at every run)
+
 
 def build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *, shared: bool) -> Path:
     """Compile ``sources`` (the first is the .c file) from ``package`` with the system C compiler.
 
-    Cached by the sources' text and the compiler's version; a missing compiler is one clear line.
+    Cached by the sources' text and the compiler's version; a missing compiler is one clear line. A process asks
+    the store once per helper (while the file is there).
     """
+    asked = (str(store.root), package, sources, output, shared)
+    known = _BUILT.get(asked)
+    if known is not None and known.is_file():
+        return known
+    _BUILT[asked] = built = _build_c(store, package, sources, output, shared=shared)
+    return built
+
+
+def _build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *, shared: bool) -> Path:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise ToolMissing(f"no C compiler to build {output}: apt-get install gcc")

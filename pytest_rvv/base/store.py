@@ -136,7 +136,9 @@ def content_sha(path: Path) -> str:
     store entry whose ``.verified`` still holds its stat is not read at all: its manifest says its hash."""
     stat = Path(path).stat()
     key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    sha = _HASHED.get(key) or _manifest_sha(Path(path))
+    sha = _HASHED.get(key)
+    if sha is None and (sha := _manifest_sha(Path(path))) is not None:
+        _HASHED[key] = sha  # settled: .verified is written only for files that had
     if sha is None:
         sha = file_sha256(Path(path))
         if time.time_ns() - stat.st_mtime_ns > SETTLED_S * 1e9:
