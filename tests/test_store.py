@@ -145,8 +145,8 @@ def test_an_entry_verified_once_is_trusted_by_its_files_stat_until_one_is_writte
 def test_the_hash_of_a_verified_entrys_file_is_its_manifests_until_the_file_or_the_manifest_is_written(
         tmp_path, monkeypatch):
     """Every session hashed each model's source and prepared graph for the cache keys of its import and reference
-    (alexnet's is 248 MB; a warm inner session of 22 models spent 1.5 of its 4.9 s there): a file of an entry whose
-    ``.verified`` still holds its stat takes its manifest's hash, read from nothing else."""
+    (alexnet's is 248 MB; a warm inner session of 22 models spent 1.5 of its 4.9 s there): a file of an entry that was
+    looked up and trusted by its ``.verified`` takes its manifest's hash, read from nothing else."""
     import pytest_rvv.base.store as store_module
 
     monkeypatch.setattr(store_module, "SETTLED_S", 0.02)
@@ -157,13 +157,15 @@ def test_the_hash_of_a_verified_entrys_file_is_its_manifests_until_the_file_or_t
     entry = store.get_or_build("ns", digest(["k"]), write_hello)
     time.sleep(0.1)
     assert store.lookup("ns", entry.key) is not None  # verified: .verified written
-    store_module._HASHED.clear()
+    store_module._HASHED.clear()  # as a new process: it looks the entry up, then asks its file's hash
     hashed.clear()
+    assert store.lookup("ns", entry.key) is not None
     assert content_sha(entry.file("f")) == real(entry.file("f")) and hashed == []
 
     manifest = entry.path / "manifest.json"  # a manifest written since it was verified is not believed
     manifest.write_text(manifest.read_text().replace(real(entry.file("f")), "0" * 64))
     store_module._HASHED.clear()
+    assert store.lookup("ns", entry.key) is None
     assert content_sha(entry.file("f")) == real(entry.file("f")) and hashed == ["f"]
 
     outside = tmp_path / "f"  # a file in no entry is hashed

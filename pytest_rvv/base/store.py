@@ -132,34 +132,16 @@ _HASHED: dict[tuple[str, int, int, int], str] = {}
 
 def content_sha(path: Path) -> str:
     """``file_sha256``, computed once per (path, inode, size, mtime) in this process (runtimes, modules, counts
-    files, store entries), except for a file that changed less than ``SETTLED_S`` before it was read. A file of a
-    store entry whose ``.verified`` still holds its stat is not read at all: its manifest says its hash."""
+    files, store entries), except for a file that changed less than ``SETTLED_S`` before it was read. The files of an
+    entry this process looked up and trusted by its ``.verified`` are not read at all: their manifest gave it."""
     stat = Path(path).stat()
     key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     sha = _HASHED.get(key)
-    if sha is None and (sha := _manifest_sha(Path(path))) is not None:
-        _HASHED[key] = sha  # settled: .verified is written only for files that had
     if sha is None:
         sha = file_sha256(Path(path))
         if time.time_ns() - stat.st_mtime_ns > SETTLED_S * 1e9:
             _HASHED[key] = sha
     return sha
-
-
-def _manifest_sha(path: Path) -> str | None:
-    """The sha256 the manifest of the entry holding ``path`` (directly) gives it, when the entry's ``.verified``
-    holds the file's present stat (it hashed to the manifest then and has not been written since); else None."""
-    entry = path.parent
-    stamps = _stamped(entry)
-    if not stamps or stamps.get(path.name) is None:
-        return None
-    try:
-        if _stamp(path) != stamps[path.name] or _stamp(entry / MANIFEST) != stamps.get(MANIFEST):
-            return None
-        sha = json.loads((entry / MANIFEST).read_text())["files"][path.name]["sha256"]
-        return sha if isinstance(sha, str) else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -268,6 +250,8 @@ def _verified_meta(path: Path) -> dict[str, Any] | None:
         files = manifest["files"]
         stamps = {name: _stamp(path / name) for name in (MANIFEST, *files)}
         if _stamped(path) == stamps:  # hashed to the manifest before, and not written since
+            for name, info in files.items():  # so are their hashes, for content_sha (the stamps had settled)
+                _HASHED[(str(path / name), *stamps[name][:3])] = info["sha256"]
             return manifest["meta"]
         for name, info in files.items():
             if stamps[name][1] != info["size"] or content_sha(path / name) != info["sha256"]:
