@@ -174,11 +174,11 @@ def rvv_executed_vectorization(rvv_executed: Callable[..., ExecutedMeasurement],
         # the report shows lane occupancy per dispatch: count elements too (same counts, ~1.4-3x the run time)
         lanes = bool(request.config.getoption("rvv_report")) and rvv_target.arch == RISCV64 and rvv_target.has_vector
         measurement = rvv_executed(elements=lanes)
-        if "lanes" in measurement.attribution:
+        if (lanes_found := measurement.attribution.lanes) is not None:
             leave(record_property, lanes={"model": rvv_model.name, "target": rvv_target.name,
                                           "toolchain": {"iree_compile": rvv_session.toolchain.compiler_version},
-                                          **measurement.attribution["lanes"]})
-            record_property(f"rvv.{LANE_OCCUPANCY}", measurement.attribution["lanes"]["total"]["occupancy_percent"])
+                                          **lanes_found})
+            record_property(f"rvv.{LANE_OCCUPANCY}", lanes_found["total"]["occupancy_percent"])
         current = measurement.snapshot(rvv_model.name, rvv_target.name)
         # what the load alone executes (the performance suite's load-only run, one per content): a call's work
         loaded = measure_one_time(rvv_cell(), tmp_path / "load")

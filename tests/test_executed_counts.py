@@ -14,6 +14,7 @@ from pytest_rvv.base.store import Store
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS, Target
 from pytest_rvv.measure.counts import parse
+from pytest_rvv.measure.dispatch_table import Attribution
 from pytest_rvv.measure.executed import measure_executed
 from pytest_rvv.model.manifest import model_from_table
 from pytest_rvv.run.qemu import Qemu, find_qemu
@@ -126,10 +127,13 @@ def test_model_counts_per_dispatch_are_identical_across_runs(tmp_path):
         pytest.skip(str(exc))
     second = measure_executed(session.cell(model, runner.target, runner), tmp_path / "2")
     assert first.snapshot("mlp", "aarch64") == second.snapshot("mlp", "aarch64")
-    dispatches = first.attribution["dispatches"]
+    dispatches = first.attribution.dispatches
     assert dispatches and all(key.startswith("dispatch_") for key in dispatches)
-    assert any(d["vector"] > 0 for d in dispatches.values())
-    assert first.counts.total > first.attribution["dispatch_totals"]["instructions"] > 0
+    assert any(d.vector > 0 for d in dispatches.values())
+    assert first.counts.total > first.attribution.totals.instructions > 0
+    assert first.counts.total == first.attribution.totals.instructions + first.attribution.outside
+    # the store's form is the attribution's one serializer: read back, it writes the same document
+    assert Attribution.from_json(first.attribution.to_json()) == first.attribution
 
 
 @pytest.mark.parametrize("target_name", ["rv64gcv-zvl128b", "rv64gcv-zvl512b"])
@@ -145,11 +149,12 @@ def test_lane_occupancy_per_dispatch_of_a_real_model(tmp_path, target_name):
         pytest.skip(str(exc))
     counted = measure_executed(session.cell(model, runner.target, runner), tmp_path / "lanes", elements=True)
     assert counted.snapshot("mlp", target_name) == plain.snapshot("mlp", target_name)
-    assert "lanes" not in plain.attribution
-    lanes = counted.attribution["lanes"]
+    assert plain.attribution.lanes is None
+    lanes = counted.attribution.lanes
+    assert lanes is not None
     assert lanes["vlen"] == BUILTIN_TARGETS[target_name].emulator_vlen
-    vectorized = {k for k, d in counted.attribution["dispatches"].items()
-                  if d["classes"].get("vector_arith", 0) + d["classes"].get("vector_memory", 0)}
+    vectorized = {k for k, d in counted.attribution.dispatches.items()
+                  if (d.classes or {}).get("vector_arith", 0) + (d.classes or {}).get("vector_memory", 0)}
     assert set(lanes["dispatches"]) == vectorized
     for name, d in lanes["dispatches"].items():
         assert 0 < d["occupancy_percent"] <= 100, name

@@ -71,7 +71,7 @@ def test_workgroups_and_dispatch_instructions_over_threads_sum_to_the_one_thread
     cell = request.getfixturevalue(which)
     one = measure_executed(cell, tmp_path / "one")
     profile = measure_threads(cell, tmp_path / "n", threads)
-    calls = {k: w["calls"] for k, w in one.attribution["watched"].items() if "calls" in w}
+    calls = {k: w["calls"] for k, w in one.attribution.watched.items() if "calls" in w}
     assert {k: d.total_workgroups for k, d in profile.dispatches.items()} == calls
     assert {k: d.total_instructions for k, d in profile.dispatches.items()} == one.per_dispatch
     busy = {t for d in profile.dispatches.values() for t in d.busy}

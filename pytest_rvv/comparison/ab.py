@@ -241,14 +241,13 @@ def compare_toolchains(under_test: RvvSession, reference: RvvSession, model: Mod
     comparison.results = (result_a, result_b)
     comparison.verdict = _judge_metrics(result_b, result_a, target, limits, added_work, strict, under_test.machine)
     if result_a.executed is not None and result_b.executed is not None:
-        before, after = result_b.executed, result_a.executed
+        was, now = result_b.executed, result_a.executed
     elif target.arch != HOST:
         comparison.counted = "static"
-        before = analyze(cell_b.artifact, cell_b.store, cell_b.stages).snapshot()
-        after = analyze(cell_a.artifact, cell_a.store, cell_a.stages).snapshot()
+        was = CountsSnapshot.from_json(analyze(cell_b.artifact, cell_b.store, cell_b.stages).snapshot())
+        now = CountsSnapshot.from_json(analyze(cell_a.artifact, cell_a.store, cell_a.stages).snapshot())
     else:
         return comparison
-    was, now = CountsSnapshot.from_json(before), CountsSnapshot.from_json(after)
     comparison.gate = check_gate(was, now, target, max_share_drop, work=comparison.counted == "executed",
                                  added_work=None if strict else added_work)
     comparison.churn = comparison.gate.churn
@@ -298,8 +297,9 @@ def _traffic_changes(comparison: ToolchainComparison, reference: PerfResult, now
         return
     assert comparison.gate is not None and reference.executed is not None and now.executed is not None
     sides = [{name: {"dram_bytes": figures["dram_bytes"],
-                     "instructions": result.executed["dispatches"].get(name, {}).get("instructions")}
-              for name, figures in traffic.items()} for traffic, result in zip(moved, (reference, now), strict=True)]
+                     "instructions": executed[name].instructions if name in executed else None}
+              for name, figures in traffic.items()}
+             for traffic, executed in zip(moved, (reference.executed.dispatches, now.executed.dispatches), strict=True)]
     comparison.dram_core = core
     comparison.traffic = check_traffic(comparison.gate, sides[0], sides[1], cache_hierarchy(core).l1d.line)
 

@@ -24,6 +24,7 @@ from pytest_rvv.measure.classify import (
     classify_riscv,
 )
 from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, disassemble
+from pytest_rvv.measure.dispatch_table import Attribution, Counts, CountsSnapshot
 from pytest_rvv.measure.plugin_output import Block, records
 from pytest_rvv.measure.plugin_output import block as block_record
 from pytest_rvv.measure.spills import Spill, spill_sites
@@ -204,7 +205,7 @@ def walk_blocks(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str
                 yield block, library.instructions, bisect.bisect_left(library.addresses, block.vaddr - base)
 
 
-def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) -> dict[str, Any]:
+def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) -> Attribution:
     """Executed counts per dispatch function, plus the runtime code outside the dispatches.
 
     Each block that falls inside a loaded dispatch library is walked over the library's own
@@ -238,28 +239,23 @@ def attribute(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str) 
         watched.setdefault(key, Counter())["spilled_registers"] = done["registers"]
     dispatches = {}
     for key in sorted(per_dispatch, key=natural_order):
+        if key == OUTSIDE:
+            continue
         c = per_dispatch[key]
-        total = sum(c.values())
         vector = sum(c[v] for v in VECTOR_CLASSES)
-        dispatches[key] = {"instructions": total, "vector": vector, "vectorized": vector > 0,
-                           "classes": {cls: c[cls] for cls in CLASSES if c[cls]}} | (
-                               {"spills": dict(sorted(spilled[key].items()))} if key in spilled else {})
-    in_dispatches = sum(d["instructions"] for k, d in dispatches.items() if k != OUTSIDE)
-    vector = sum(d["vector"] for k, d in dispatches.items() if k != OUTSIDE)
-    totals: dict[str, Any] = {"instructions": in_dispatches, "vector": vector,
-                              "vector_share_percent": share(vector, in_dispatches)}
-    if arch == "riscv64":  # spills executed by every dispatch, in instructions and the registers they moved
-        totals["vector_spills"] = {name: sum(c[name] for c in spilled.values()) for name in ("instructions",
-                                                                                              "registers")}
-    attribution = {
-        "dispatch_totals": totals,
-        "dispatches": {k: d for k, d in dispatches.items() if k != OUTSIDE},
-        "outside_dispatches": counts.total - in_dispatches,
-        "watched": {k: dict(sorted(watched[k].items())) for k in sorted(watched, key=natural_order)},
-    }
-    if counts.insn_elements:
-        attribution["lanes"] = lane_occupancy(counts, loaded)
-    return attribution
+        dispatches[key] = Counts(sum(c.values()), vector, vector > 0,
+                                 classes={cls: c[cls] for cls in CLASSES if c[cls]},
+                                 spills=dict(sorted(spilled[key].items())) if key in spilled else None)
+    in_dispatches = sum(d.instructions for d in dispatches.values())
+    vector = sum(d.vector for d in dispatches.values())
+    # over every dispatch; on RISC-V with the spills they executed, in instructions and the registers they moved
+    totals = Counts(in_dispatches, vector, vector > 0, spills={
+        name: sum(c[name] for c in spilled.values()) for name in ("instructions", "registers")
+    } if arch == "riscv64" else None)
+    return Attribution(CountsSnapshot(totals, share(vector, in_dispatches), dispatches),
+                       counts.total - in_dispatches,
+                       {k: dict(sorted(watched[k].items())) for k in sorted(watched, key=natural_order)},
+                       lane_occupancy(counts, loaded) if counts.insn_elements else None)
 
 
 def lane_occupancy(counts: ExecutedCounts, loaded: list[tuple[_Library, int]]) -> dict[str, Any]:

@@ -146,6 +146,7 @@ class Counts:
     ukernels: tuple[str, ...] = ()  # microkernels inlined into it (compile/ukernels.py)
     # vector spills where counted: static {stores, reloads, registers stored}, executed {instructions, registers moved}
     spills: Mapping[str, int] | None = None
+    classes: Mapping[str, int] | None = None  # instructions per class (measure/classify.py) where recorded
 
     @property
     def spilled(self) -> int:
@@ -156,12 +157,19 @@ class Counts:
         """``5 vector of 10 instructions``."""
         return f"{self.vector} vector of {self.instructions} instructions"
 
+    def to_json(self) -> dict[str, Any]:
+        """A snapshot's dispatch entry, as ``from_json`` reads it."""
+        return ({"instructions": self.instructions, "vector": self.vector, "vectorized": self.vectorized}
+                | ({"classes": dict(self.classes)} if self.classes is not None else {})
+                | ({"spills": dict(self.spills)} if self.spills is not None else {})
+                | ({"ukernels": list(self.ukernels)} if self.ukernels else {}))
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any], spills_key: str = "spills") -> Counts:
         """A snapshot's dispatch entry (``spills``) or its totals (``vector_spills``)."""
         vector = int(data["vector"])
         return cls(int(data["instructions"]), vector, bool(data.get("vectorized", vector > 0)),
-                   tuple(data.get("ukernels", ())), data.get(spills_key))
+                   tuple(data.get("ukernels", ())), data.get(spills_key), data.get("classes"))
 
 
 @dataclass(frozen=True)
@@ -183,3 +191,51 @@ class CountsSnapshot:
         totals = data["totals"]
         return cls(Counts.from_json(totals, "vector_spills"), float(totals["vector_share_percent"]),
                    {name: Counts.from_json(entry) for name, entry in data["dispatches"].items()})
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What one counted run executed, per dispatch (measure/counts.py ``attribute``): the counts the executed snapshot
+    records, the instructions outside every dispatch, the watched instructions per dispatch (workgroup calls, vsetvl,
+    vrgather, spilled registers) and, from an elements run, lane occupancy."""
+
+    counts: CountsSnapshot
+    outside: int  # executed instructions outside the dispatches (the runtime's)
+    watched: Mapping[str, Mapping[str, int]]
+    lanes: Mapping[str, Any] | None = None  # {vlen, total, dispatches} (measure/counts.py ``lane_occupancy``)
+
+    @property
+    def dispatches(self) -> Mapping[str, Counts]:
+        return self.counts.dispatches
+
+    @property
+    def totals(self) -> Counts:
+        """Over every dispatch (the runtime's code is left out)."""
+        return self.counts.totals
+
+    def with_ukernels(self, ukernels: Mapping[str, list[str]]) -> CountsSnapshot:
+        """The counts, each dispatch with the microkernels inlined into it (compile/ukernels.py)."""
+        return replace(self.counts, dispatches={
+            name: replace(c, ukernels=tuple(ukernels[name])) if name in ukernels else c
+            for name, c in self.counts.dispatches.items()})
+
+    def snapshot(self, model: str, target: str, ukernels: Mapping[str, list[str]]) -> dict[str, Any]:
+        """The executed snapshot: totals and dispatches, each with the microkernels inlined into it."""
+        counts = self.with_ukernels(ukernels)
+        return {"model": model, "target": target,
+                "totals": {"instructions": counts.totals.instructions, "vector": counts.totals.vector,
+                           "vector_share_percent": counts.share}
+                | ({"vector_spills": dict(counts.totals.spills)} if counts.totals.spills is not None else {}),
+                "dispatches": {name: c.to_json() for name, c in counts.dispatches.items()}}
+
+    def to_json(self) -> dict[str, Any]:
+        """As the store keeps it (``attribute``'s own form)."""
+        found = self.snapshot("", "", {})
+        return {"dispatch_totals": found["totals"], "dispatches": found["dispatches"],
+                "outside_dispatches": self.outside, "watched": {k: dict(v) for k, v in self.watched.items()}} | (
+                    {"lanes": dict(self.lanes)} if self.lanes is not None else {})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Attribution:
+        return cls(CountsSnapshot.from_json({"totals": data["dispatch_totals"], "dispatches": data["dispatches"]}),
+                   int(data["outside_dispatches"]), data.get("watched", {}), data.get("lanes"))

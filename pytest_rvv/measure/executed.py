@@ -13,7 +13,8 @@ from pytest_rvv.base.store import content_sha, digest, source_digest
 from pytest_rvv.measure import counts as counts_module
 from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.counts import ExecutedCounts, attribute, parse
-from pytest_rvv.measure.static import ukernels_by_dispatch, with_ukernels
+from pytest_rvv.measure.dispatch_table import Attribution, CountsSnapshot
+from pytest_rvv.measure.static import ukernels_by_dispatch
 from pytest_rvv.measure.traffic import trace_before_counting
 from pytest_rvv.run.recorded import COUNTED, ELEMENTS, LOADED, RecordedRun
 from pytest_rvv.session import Cell
@@ -27,7 +28,7 @@ class ExecutedMeasurement:
     """One counted run: its attribution per dispatch, the run itself, and its raw counts (parsed when first asked
     for: a rerun whose attribution and estimates are in the store never parses them)."""
 
-    attribution: dict[str, Any]
+    attribution: Attribution
     run: RecordedRun  # the counted run (fresh, or looked up by content)
     parsed: Callable[[], ExecutedCounts] = field(repr=False, compare=False)  # the run's counts, parsed once
     ukernels: dict[str, list[str]] = field(default_factory=dict)  # dispatch -> microkernels inlined into it
@@ -41,19 +42,23 @@ class ExecutedMeasurement:
     @property
     def per_dispatch(self) -> dict[str, int]:
         """Instructions executed per dispatch (those that executed any)."""
-        return {k: d["instructions"] for k, d in self.attribution["dispatches"].items() if d["instructions"]}
+        return {k: d.instructions for k, d in self.attribution.dispatches.items() if d.instructions}
 
     def per_call(self, load: ExecutedMeasurement) -> dict[str, tuple[int, int]]:
         """What one call executes per dispatch, (instructions, vector instructions): this counted run less ``load``,
         the counted run of the module's load alone (``measure_one_time``), dispatch by dispatch."""
-        once = load.attribution["dispatches"]
-        return {k: (d["instructions"] - once.get(k, {}).get("instructions", 0),
-                    d["vector"] - once.get(k, {}).get("vector", 0)) for k, d in self.attribution["dispatches"].items()}
+        once = load.attribution.dispatches
+        return {k: (d.instructions - (once[k].instructions if k in once else 0),
+                    d.vector - (once[k].vector if k in once else 0)) for k, d in self.attribution.dispatches.items()}
+
+    @property
+    def counted(self) -> CountsSnapshot:
+        """The dispatch code's counts, each dispatch with the microkernels inlined into it."""
+        return self.attribution.with_ukernels(self.ukernels)
 
     def snapshot(self, model: str, target: str) -> dict[str, Any]:
         """The deterministic part (dispatch code only: runtime code is not exactly repeatable)."""
-        return {"model": model, "target": target, "totals": self.attribution["dispatch_totals"],
-                "dispatches": with_ukernels(self.attribution["dispatches"], self.ukernels)}
+        return self.attribution.snapshot(model, target, self.ukernels)
 
 
 def measure_executed(cell: Cell, workdir: Path, elements: bool = False,
@@ -101,7 +106,7 @@ def _parser(recorded: RecordedRun) -> Callable[[], ExecutedCounts]:
 
 
 def attributed(cell: Cell, counts: Callable[[], ExecutedCounts], recorded: RecordedRun,
-               executables: tuple[Path, ...], arch: str) -> dict[str, Any]:
+               executables: tuple[Path, ...], arch: str) -> Attribution:
     """``attribute`` (disassembly and DWARF of every dispatch library, a walk over every executed block), done
     once per counts file and libraries and kept in the store: a rerun with nothing changed reads it back."""
     assert recorded.counts is not None
@@ -110,10 +115,11 @@ def attributed(cell: Cell, counts: Callable[[], ExecutedCounts], recorded: Recor
 
     def build(tmp: Path) -> dict[str, Any]:
         with cell.stages.time("count"):
-            (tmp / "attribution.json").write_text(json.dumps(attribute(counts(), executables, arch), sort_keys=True))
+            (tmp / "attribution.json").write_text(json.dumps(attribute(counts(), executables, arch).to_json(),
+                                                                    sort_keys=True))
         return {"arch": arch}
 
     entry = cell.store.get_or_build("attributions", key, build)
     if not entry.created:
         cell.stages.hit("count")
-    return json.loads(entry.file("attribution.json").read_text())
+    return Attribution.from_json(json.loads(entry.file("attribution.json").read_text()))

@@ -16,6 +16,7 @@ from pytest_rvv.config.cores import Core, WallRequest, cycles_s
 from pytest_rvv.config.targets import HOST
 from pytest_rvv.measure.agreement import CheckedRun, compare
 from pytest_rvv.measure.caveats import model_caveats
+from pytest_rvv.measure.dispatch_table import CountsSnapshot
 from pytest_rvv.measure.executed import ExecutedMeasurement, measure_executed, measure_one_time
 from pytest_rvv.measure.metrics import (
     COMPILE_S,
@@ -100,7 +101,7 @@ class PerfResult:
     metrics: dict[str, float] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    executed: dict[str, Any] | None = None  # executed counts per dispatch (emulated targets), not in to_json
+    executed: CountsSnapshot | None = None  # executed counts per dispatch (emulated targets), not in to_json
     silicon: dict[str, dict[str, int]] = field(default_factory=dict)  # core -> estimated cycles per dispatch
     watched: dict[str, dict[str, int]] = field(default_factory=dict)  # dispatch -> vsetvl/vrgather executed
     one_time: dict[str, int] = field(default_factory=dict)  # dispatch -> instructions it executes at module load
@@ -300,14 +301,14 @@ def add_executed(cell: Cell, result: PerfResult, traced_on: str | None = None) -
             return
         loaded = measure_one_time(cell, Path(tmp) / "load")
     one_time = loaded.per_dispatch
-    totals = executed.attribution["dispatch_totals"]
-    result.metrics.update({EXECUTED_DISPATCH_INSTRUCTIONS: totals["instructions"],
-                           EXECUTED_DISPATCH_VECTOR: totals["vector"],
+    totals = executed.attribution.totals
+    result.metrics.update({EXECUTED_DISPATCH_INSTRUCTIONS: totals.instructions,
+                           EXECUTED_DISPATCH_VECTOR: totals.vector,
                            EXECUTED_ONE_TIME_INSTRUCTIONS: sum(one_time.values()),
                            EXECUTED_PER_CALL_INSTRUCTIONS: sum(work for work, _ in executed.per_call(loaded).values())})
     result.one_time = one_time
-    result.executed = executed.snapshot(cell.model.name, cell.target.name)
-    result.watched = executed.attribution.get("watched", {})
+    result.executed = executed.counted
+    result.watched = {name: dict(watched) for name, watched in executed.attribution.watched.items()}
     for name, found in _estimates(cell, executed, result.notes).items():
         result.metrics[silicon_metric(name)] = found.total
         result.silicon[name] = found.dispatches
@@ -350,10 +351,11 @@ def add_traffic(cell: Cell, result: PerfResult, wall: WallRequest) -> None:
             result.wall.setdefault(core, {})[str(threads)] = {"seconds": estimate.seconds,
                                                               "bound_by": estimate.bound_by,
                                                               "latency_hidden_s": estimate.overlapped_seconds}
-    executed = (result.executed or {}).get("dispatches", {})
+    executed = result.executed.dispatches if result.executed is not None else {}
     figures = {}
     for name, totals in traffic.dispatches.items():
-        load_only = name in result.one_time and executed.get(name, {}).get("instructions") == result.one_time[name]
+        load_only = (name in result.one_time and name in executed
+                     and executed[name].instructions == result.one_time[name])
         figures[name] = {"bytes_loaded": totals.bytes_loaded, "bytes_stored": totals.bytes_stored,
                          "l1_misses": totals.l1_misses, "l2_misses": totals.l2_misses,
                          "dram_bytes": totals.dram_bytes(traffic.line), "at_load": int(load_only)}
