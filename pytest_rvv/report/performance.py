@@ -22,7 +22,21 @@ from pytest_rvv.base.record import Record
 from pytest_rvv.base.store import atomic_write_bytes
 from pytest_rvv.config.cores import CORES, Core, cycles_ms
 from pytest_rvv.config.targets import microkernel_pairs
-from pytest_rvv.measure.metrics import EXECUTED_PER_CALL_INSTRUCTIONS, SILICON, WALL_S_MIN, silicon_metric
+from pytest_rvv.measure.metrics import (
+    BOARD_PEAK_RSS_KB,
+    EXECUTED_DISPATCH_INSTRUCTIONS,
+    EXECUTED_DISPATCH_VECTOR,
+    EXECUTED_ONE_TIME_INSTRUCTIONS,
+    EXECUTED_PER_CALL_INSTRUCTIONS,
+    IREE_PEAK_BYTES,
+    MODULE_BYTES,
+    PEAK_RSS_KB,
+    SILICON,
+    STATIC_INSTRUCTIONS,
+    STATIC_VECTOR,
+    WALL_S_MIN,
+    silicon_metric,
+)
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.measure.silicon import WHAT_IT_IS
 from pytest_rvv.report import kernels
@@ -165,12 +179,11 @@ def table_one(rows: dict[tuple[str, str], PerfResult]) -> list[str]:
         if WALL_S_MIN in m:
             time = f"{m[WALL_S_MIN]:.3f}" + ("" if _emulated(record) else " (board)" if _board(record)
                                              else " (native)")
-        mem = f"{m['peak_rss_kb'] / 1024:.1f}" if "peak_rss_kb" in m else "-"
-        if _board(record):
-            mem = f"{m['board_peak_rss_kb'] / 1024:.1f}" if "board_peak_rss_kb" in m else "-"
-        static = str(m["static_vector"]) if "static_vector" in m else "-"
-        executed = (f"{100 * m['executed_dispatch_vector'] / m['executed_dispatch_instructions']:.1f}"
-                    if m.get("executed_dispatch_instructions") else "-")
+        rss = BOARD_PEAK_RSS_KB if _board(record) else PEAK_RSS_KB
+        mem = f"{m[rss] / 1024:.1f}" if rss in m else "-"
+        static = str(m[STATIC_VECTOR]) if STATIC_VECTOR in m else "-"
+        executed = (f"{100 * m[EXECUTED_DISPATCH_VECTOR] / m[EXECUTED_DISPATCH_INSTRUCTIONS]:.1f}"
+                    if m.get(EXECUTED_DISPATCH_INSTRUCTIONS) else "-")
         cells += [static, executed, time, _speedup(rows, model, target), mem]
         if calibrated:
             point = record.calibration
@@ -215,19 +228,19 @@ def caveat_legend(rows: dict[tuple[str, str], PerfResult], shown: int = 4) -> li
 
 # The study's comparison, default path vs data-tiled microkernel path: (column, metric, format). The executed work
 # per call leads, then the estimates (microkernel_table), then these.
-MICROKERNEL_WORK = ("executed per call (M)", "executed_per_call_instructions", 1e6)
+MICROKERNEL_WORK = ("executed per call (M)", EXECUTED_PER_CALL_INSTRUCTIONS, 1e6)
 MICROKERNEL_METRICS = (
-    ("executed once, at load (M)", "executed_one_time_instructions", 1e6),
+    ("executed once, at load (M)", EXECUTED_ONE_TIME_INSTRUCTIONS, 1e6),
     ("static vector %", None, 0),
-    ("IREE peak (KiB)", "iree_peak_bytes", 1024),
-    ("module (KiB)", "module_bytes", 1024),
+    ("IREE peak (KiB)", IREE_PEAK_BYTES, 1024),
+    ("module (KiB)", MODULE_BYTES, 1024),
 )
 
 
 def _static_share(metrics: dict[str, Any]) -> float | None:
-    if not metrics.get("static_instructions"):
+    if not metrics.get(STATIC_INSTRUCTIONS):
         return None
-    return 100 * metrics.get("static_vector", 0) / metrics["static_instructions"]
+    return 100 * metrics.get(STATIC_VECTOR, 0) / metrics[STATIC_INSTRUCTIONS]
 
 
 def _wall_ms(record: PerfResult, core: str, threads: str) -> float | None:
@@ -288,10 +301,10 @@ def microkernel_figure(plt: Any, rows: dict[tuple[str, str], PerfResult], pairs:
                 continue
             base = rows[(model, default)]
             a, b = base.metrics, record.metrics
-            names = ["executed_per_call_instructions", *sorted(m for m in b if m.startswith(f"{SILICON}@"))]
+            names = [EXECUTED_PER_CALL_INSTRUCTIONS, *sorted(m for m in b if m.startswith(f"{SILICON}@"))]
             for name in names:
                 if a.get(name) and b.get(name) is not None:
-                    label = f"{name.replace('executed_per_call_instructions', 'executed per call')} ({tiled})"
+                    label = f"{name.replace(EXECUTED_PER_CALL_INSTRUCTIONS, 'executed per call')} ({tiled})"
                     series.setdefault(label, {})[model] = b[name] / a[name]
             for core, walls in record.wall.items():
                 for threads in walls:
@@ -376,8 +389,8 @@ def write_report(directory: Path, rows: dict[tuple[str, str], PerfResult],
         drawn["microkernels.png"] = lambda: microkernel_figure(plt, rows, list(pairs))
     if entries:
         drawn["kernels.png"] = lambda: kernels.figure(plt, entries)
-    for name, metric, label, log in (("vector_instructions.png", "static_vector", "static vector instructions", False),
-                                     ("memory.png", "peak_rss_kb", "peak RSS of the run (KiB; the emulator's)", False)):
+    for name, metric, label, log in (("vector_instructions.png", STATIC_VECTOR, "static vector instructions", False),
+                                     ("memory.png", PEAK_RSS_KB, "peak RSS of the run (KiB; the emulator's)", False)):
         drawn[name] = functools.partial(_bars_by_target, plt, rows, models, targets, metric, label, log)
     if _cores(rows):
         drawn["silicon.png"] = lambda: silicon_figure(plt, rows)
