@@ -34,7 +34,7 @@ from pytest_rvv.run.ort_harness import PeerRejected
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, PEERS, PLAIN, PeerRuns
 from pytest_rvv.toolchain.debian_sysroot import SysrootUnavailable
 
-from .conftest import SUITES, convs_model, save_model
+from .conftest import SUITES, USER_CACHE, convs_model, save_model
 
 
 def runner_for(target: str) -> NcnnRunner:
@@ -86,7 +86,7 @@ def test_a_cnn_agrees_with_onnxruntime_and_runs_ncnns_rvv_kernels_only_where_the
     vector = {}
     for target in ("rv64gcv-zvl256b", "rv64gc"):
         runner = runner_for(target)
-        runs = PeerRuns(Store(tmp_path / "cache"), None)
+        runs = PeerRuns(Store(USER_CACHE), None)  # kept by content, as the suites keep them
         plain = runs.run(PLAIN, runner, model, inputs, len(expected), "all", "convs")
         assert plain.outputs[0].shape == expected[0].shape  # ncnn drops the batch axis; the runner gives it back
         np.testing.assert_allclose(plain.outputs[0], expected[0], rtol=1e-4, atol=1e-4)
@@ -207,7 +207,7 @@ def test_on_threads_of_its_own_a_call_splits_over_ncnns_workers_and_a_run_that_m
     model = convs_model(tmp_path / "convs.onnx")
     inputs, expected = oracle(model)
     runner = runner_for("rv64gcv-zvl256b")
-    runs = PeerRuns(Store(tmp_path / "cache"), None)
+    runs = PeerRuns(Store(USER_CACHE), None)  # kept by content, as the suites keep them
     one, two = (by_library(runs.run(kind, runner, model, inputs, len(expected), "all", "convs"))
                 for kind in (COUNTED_ONE, COUNTED_TWO))
     per_call = sum(two[0].values()) - sum(one[0].values())
