@@ -276,6 +276,10 @@ def test_tiny_slowdowns_below_the_noise_floor_pass_and_large_ones_fail():
     limits = {"wall_s_min": 1.3}
     assert compare(stored({"wall_s_min": 0.014}), {"wall_s_min": 0.019}, {}, limits)[0].ok
     assert not compare(stored({"wall_s_min": 1.0}), {"wall_s_min": 1.5}, {}, limits)[0].ok
+    # exactly the floor is within it, though 0.14 - 0.09 is 0.05000000000000002 in floating point (GNU time's CPU
+    # seconds come in 10 ms ticks: a board's 0.1 s run once moved by exactly five)
+    assert compare(stored({"cpu_s_min": 0.09}), {"cpu_s_min": 0.14}, {}, {"cpu_s_min": 1.3})[0].ok
+    assert not compare(stored({"cpu_s_min": 0.09}), {"cpu_s_min": 0.15}, {}, {"cpu_s_min": 1.3})[0].ok
 
 
 def test_a_machine_name_is_a_folder_name_or_one_clear_line(project):

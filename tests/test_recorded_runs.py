@@ -31,7 +31,7 @@ TARGET = BUILTIN_TARGETS["rv64gcv-zvl256b"]
 def dispatches(session: RvvSession, model: Model, run) -> dict:
     """Executed counts per dispatch of a counted run (the runtime's own code varies a little between runs)."""
     counts = parse(run.counts.read_text(), run.counts)
-    return attribute(counts, session.artifact(model, TARGET).executables, "riscv64")["dispatches"]
+    return dict(attribute(counts, session.artifact(model, TARGET).executables, "riscv64").dispatches)
 
 
 @pytest.fixture

@@ -177,8 +177,9 @@ def compare(baseline: Baseline, now_metrics: Mapping[str, float], now_samples: M
             continue
         sample_key = TIME_METRICS.get(metric)
         floor = TIME_FLOOR_S if sample_key is not None else 0.0
-        slower = new > old * limit and new - old > floor
-        faster = new * limit < old and old - new > floor
+        moved = round(new - old, 9)  # to the nanosecond: a move of exactly the floor is within it
+        slower = new > old * limit and moved > floor
+        faster = new * limit < old and -moved > floor
         note = ""
         if slower and sample_key:
             a, b = now_samples.get(sample_key, []), base_samples.get(sample_key, [])
