@@ -110,6 +110,7 @@ MODEL_TABLES = {
     "gemm": 'path = "gemm.onnx"\ninputs = [{ name = "a", shape = [16, 32] }, { name = "b", shape = [32, 8] }]\n',
     "sum64": 'path = "sum64.onnx"\ninputs = [{ name = "x", shape = [16, 64], dtype = "int64", generator = "integers", '
              'low = -1000, high = 1000 }]\n',
+    "rowsum4": 'path = "rowsum4.onnx"\ninputs = [{ name = "x", shape = [16, 4] }]\n',
 }
 
 
@@ -123,15 +124,32 @@ def gemm_model(path: Path) -> Path:
 
 def sum64_model(path: Path) -> Path:
     """x[16,64] int64 -> ReduceSum over each row: IREE 3.13's RVV code seeds each row's vredsum.vs with vmv.s.x at
-    e64,m2 (the one vtype the X60 estimate cannot read it at as rvv-bench timed it: measure/calibration.py)."""
+    e64,m2 (which the X60 estimate reads as the splat at e32,mf2: config/cores.py)."""
     axes = numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")
     return save_model(path, [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
                       [helper.make_tensor_value_info("x", TensorProto.INT64, [16, 64])],
                       [helper.make_tensor_value_info("y", TensorProto.INT64, [16])], [axes], name="sum64")
 
 
+def rowsum4_model(path: Path) -> Path:
+    """x[16,4] float32 -> ReduceSum over each row: with reassociation allowed (``REASSOCIATED``), IREE 3.13's RVV code
+    sums each row with vfredusum.vs at e32,mf2, which LLVM 22's X60 model times 8 cycles against rvv-bench's 5.00 and
+    no instruction of its operands is timed as measured (measure/calibration.py MODEL_ERRORS)."""
+    axes = numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")
+    return save_model(path, [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16])], [axes], name="rowsum4")
+
+
+# a user's target that lets IREE reassociate float reductions (an unordered vfredusum.vs instead of vfredosum.vs)
+REASSOCIATED = """
+[tool.pytest_rvv.targets.rv64gcv-zvl256b-reassoc]
+extends = "rv64gcv-zvl256b"
+extra-flags = ["--iree-llvmcpu-reassociate-fp-reductions=true"]
+"""
+
 BUILDERS = {"gemm": gemm_model, "mlp": mlp_model, "slow": slow_model, "strings": unsupported_model,
-            "convs": convs_model, "sum64": sum64_model}
+            "convs": convs_model, "sum64": sum64_model, "rowsum4": rowsum4_model}
 
 
 class RvvProject:

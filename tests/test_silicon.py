@@ -192,7 +192,8 @@ def test_a_whole_register_copy_is_read_at_lmul_1_and_the_block_keeps_its_own_lmu
 @pytest.mark.parametrize(("sew", "lmul", "read_as", "cycles"), [
     ("32", "m1", "vmv.v.x@mf2", 1), ("8", "mf8", "vmv.v.x@mf2", 1), ("32", "m4", "vmv.v.x@m1", 2),
     ("32", "m8", None, 4),  # rvv-bench 4.00 at m8: LLVM's own 4
-    ("64", "m1", None, 4),  # SEW 64 has no LMUL 1/2 to read the splat at: LLVM's 4 stays (rvv-bench 1.00)
+    # SEW 64 has no LMUL 1/2: the splat is read at e32,mf2 (rvv-bench 1.00 at m1 and m2; LLVM alone 4)
+    ("64", "m1", "vmv.v.x@e32mf2", 1), ("64", "m2", "vmv.v.x@e32mf2", 1), ("64", "m4", "vmv.v.x@m1", 2),
 ])
 def test_a_scalar_to_vector_move_is_read_as_the_splat_where_the_x60_times_them_alike(mca, tmp_path, sew, lmul,
                                                                                       read_as, cycles):
@@ -201,6 +202,29 @@ def test_a_scalar_to_vector_move_is_read_as_the_splat_where_the_x60_times_them_a
     assert X60.stand_in("vmv.s.x", sew, lmul) == read_as
     found, _, _ = silicon.block_cycles([move], X60, Store(tmp_path / "x60"))
     assert found[move] == 8 * cycles
+
+def test_a_stand_in_read_at_another_sew_gives_the_block_its_own_sew_and_lmul_back(mca, tmp_path):
+    """A float64 sum seeds its accumulator with a scalar-to-vector move at e64: the X60 reads vmv.s.x as the splat at
+    e32,mf2 (SEW 64 has no LMUL 1/2), and the e64 reduction after it is read at e64,m1 again (LLVM's X60 model times an
+    ordered sum 12 cycles at e64 and 24 at e32), costing what it cost without the move's stand-in."""
+    block = silicon.BlockCode(("vmv.s.x v8,zero", "vfredosum.vs v8,v16,v8", "vfmv.f.s fa0,v8"), "64", "m1")
+    assert silicon.stood_in(block, X60).lines == (
+        "# LLVM-MCA-RISCV-LMUL MF2", "# LLVM-MCA-RISCV-SEW E32", "vmv.v.x v8,zero", "# LLVM-MCA-RISCV-LMUL M1",
+        "# LLVM-MCA-RISCV-SEW E64", "vfredosum.vs v8,v16,v8", "vfmv.f.s fa0,v8")
+    assert silicon.stood_in(block, CORES["sifive-x280"]) == block
+    moves = silicon.BlockCode(("vmv.s.x v8,a1",) * 8, "64", "m1")
+    sums = silicon.BlockCode(("vfredosum.vs v9,v16,v9",) * 4, "64", "m1")  # not on the moves' registers
+    mixed = silicon.BlockCode(moves.lines + sums.lines, "64", "m1")
+    unrestored = silicon.BlockCode(tuple(line for line in silicon.stood_in(mixed, X60).lines
+                                         if line != "# LLVM-MCA-RISCV-SEW E64"), "64", "m1")
+    plain = dataclasses.replace(X60, stand_ins=())
+    found, _, _ = silicon.block_cycles([moves, sums, mixed], X60, Store(tmp_path / "x60"))
+    unchanged, _, _ = silicon.block_cycles([moves, sums, mixed], plain, Store(tmp_path / "plain"))
+    at_e32, _, _ = silicon.block_cycles([unrestored], plain, Store(tmp_path / "e32"))
+    assert found[moves] == 8 < unchanged[moves] == 32  # 1 cycle a move, as rvv-bench measured (LLVM alone: 4)
+    assert found[sums] == unchanged[sums]  # no move: nothing changes
+    assert found[mixed] < unchanged[mixed] and at_e32[unrestored] > found[mixed]  # the sums are read at e64 again
+
 
 def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))

@@ -14,7 +14,7 @@ import pytest
 from pytest_rvv.measure.performance import PerfResult
 from pytest_rvv.report.results import schema
 
-from .conftest import SUITE_COPY_IGNORE, SUITES
+from .conftest import REASSOCIATED, SUITE_COPY_IGNORE, SUITES
 
 CELLS = ("performance/test_performance.py", "--rvv-models=mlp", "--rvv-targets=rv64gc,rv64gcv-zvl256b",
          "--update-baselines", "--rvv-machine=box", "-v")  # -v: Table 1
@@ -108,33 +108,47 @@ def test_a_wall_time_column_appears_only_when_measured(performance_project, tmp_
 
 
 def test_an_estimate_resting_on_an_instruction_llvms_model_gets_wrong_is_marked_in_its_row(project, tmp_path):
-    """An int64 row sum seeds each row's vredsum.vs with vmv.s.x at e64,m2, which LLVM 22's X60 model gives 4 cycles
-    (rvv-bench: 1; at SEW 64 there is no stand-in, measure/calibration.py): its X60 estimate carries the mark and a
-    legend names the instruction and the measured error; the scalar target runs no vector code and is not marked."""
-    project.write(models=("sum64",), suite=False)
+    """A float row sum that IREE may reassociate (a user's target: ``REASSOCIATED``) sums each row of 4 with
+    vfredusum.vs at e32,mf2, which LLVM 22's X60 model gives 8 cycles (rvv-bench: 5.00, and no stand-in:
+    measure/calibration.py): its X60 estimate carries the mark and a legend names the instruction and the measured
+    error; the scalar target runs no vector code and is not marked."""
+    project.write(models=("rowsum4",), extra=REASSOCIATED, suite=False)
     shutil.copytree(SUITES / "performance", project.path / "performance", ignore=SUITE_COPY_IGNORE)
     report = tmp_path / "report"
-    result = project.run("performance/test_performance.py", "--rvv-models=sum64",
-                         "--rvv-targets=rv64gc,rv64gcv-zvl256b", "--update-baselines", "--rvv-machine=box", "-v",
-                         f"--rvv-report={report}")
+    result = project.run("performance/test_performance.py", "--rvv-models=rowsum4",
+                         "--rvv-targets=rv64gc,rv64gcv-zvl256b-reassoc", "--update-baselines", "--rvv-machine=box",
+                         "-v", f"--rvv-report={report}")
     result.assert_outcomes(passed=2)
     _, rows = table_one(result.stdout.str())
     marked = {target for (_, target), row in rows.items() if row["est. X60 ms per call"].endswith(MARK)}
-    assert marked == {"rv64gcv-zvl256b"}, rows
-    result.stdout.fnmatch_lines([f"{MARK} est. X60 rests on vmv.s.x at m2, which LLVM's model gets wrong, in 1 cell "
-                                 "(sum64 on rv64gcv-zvl256b, * % of its est.): LLVM 22's X60 model gives vmv.s.x 4 "
-                                 "cycles at SEW 64, m2 (rvv-bench: 1.00 up to m2)*"])
+    assert marked == {"rv64gcv-zvl256b-reassoc"}, rows
+    result.stdout.fnmatch_lines([f"{MARK} est. X60 rests on vfredusum.vs at mf2, which LLVM's model gets wrong, in 1 "
+                                 "cell (rowsum4 on rv64gcv-zvl256b-reassoc, * % of its est.): LLVM 22's X60 model "
+                                 "gives vfredusum.vs 8 cycles at mf2 (rvv-bench: 5.00*"])
     document = json.loads((report / "results.json").read_text())
     jsonschema.validate(document, schema())
     (noted,) = [c for c in document["cell_estimates"] if "caveats" in c]
     (caveat,) = noted["caveats"]["spacemit-x60"]
-    assert noted["target"] == "rv64gcv-zvl256b" and caveat["instruction"] == "vmv.s.x at m2"
-    assert caveat["sews"] == ["64"] and caveat["executed"] == 16 and caveat["share_percent"] >= 5  # one per row
+    assert noted["target"] == "rv64gcv-zvl256b-reassoc" and caveat["instruction"] == "vfredusum.vs at mf2"
+    assert caveat["sews"] == ["32"] and caveat["executed"] >= 16 and caveat["share_percent"] >= 5  # a row's sum each
+
+
+def test_an_int64_row_sum_seeds_its_sums_through_the_splat_and_is_not_marked(project):
+    """An int64 row sum seeds each row's vredsum.vs with vmv.s.x at e64,m2, which LLVM 22's X60 model gives 4 cycles
+    (rvv-bench: 1.00): the X60 estimate reads it as the splat at e32,mf2 (config/cores.py), so no row is marked."""
+    project.write(models=("sum64",), suite=False)
+    shutil.copytree(SUITES / "performance", project.path / "performance", ignore=SUITE_COPY_IGNORE)
+    result = project.run("performance/test_performance.py", "--rvv-models=sum64", "--rvv-targets=rv64gcv-zvl256b",
+                         "--update-baselines", "--rvv-machine=box", "-v")
+    result.assert_outcomes(passed=1)
+    _, rows = table_one(result.stdout.str())
+    assert not rows[("sum64", "rv64gcv-zvl256b")]["est. X60 ms per call"].endswith(MARK), rows
+    assert "rests on" not in result.stdout.str()
 
 
 def test_an_instruction_read_through_a_stand_in_marks_no_row(kernel_project, tmp_path):
-    """i8 64x64x64's mmt4d path packs each element with vmv.s.x at e8,m1, a known error of LLVM 22's X60 model at m1
-    (at SEW 64) that the X60 estimate reads at SEW 8 as the splat rvv-bench times alike (config/cores.py); the default
+    """i8 64x64x64's mmt4d path packs each element with vmv.s.x at e8,m1, which LLVM 22's X60 model gives 4 cycles
+    (rvv-bench: 1.00) and the X60 estimate reads as the splat rvv-bench times alike (config/cores.py); the default
     and data-tiled paths multiply-accumulate with vmacc.vv at e32,m4, read as vfmacc.vv. No row, no path is marked."""
     report = tmp_path / "report"
     result = kernel_project.run("kernels", "--rvv-kernels=64x64x64,i8", "-v", f"--rvv-report={report}")
@@ -165,6 +179,7 @@ def test_the_marks_come_from_the_estimators_known_errors_at_each_lmul():
 
     found = {(e.core, e.mnemonic, e.lmul): e.reason for e in model_errors()}
     assert len(found) == len(MODEL_ERRORS)  # every known error is looked for
-    assert found[("spacemit-x60", "vmv.s.x", "m1")] == MODEL_ERRORS[("spacemit-x60", "vmv.s.x-e64m1")]
+    assert found[("spacemit-x60", "vfredusum.vs", "mf2")] == MODEL_ERRORS[("spacemit-x60", "vfredusum.vs-e32mf2")]
+    assert ("spacemit-x60", "vmv.s.x", "m1") not in found  # read through its stand-in at every SEW
     assert ("spacemit-x60", "vmacc.vv", "m4") not in found  # read through its stand-in (config/cores.py)
     assert found[("spacemit-x60", "vsseg2e32.v", "m1")] == MODEL_ERRORS[("spacemit-x60", "vsseg2e32.v-e32m1")]

@@ -89,8 +89,8 @@ PUBLISHED_INSTRUCTIONS: tuple[InstructionTiming, ...] = (
 # day llvm-mca's model is fixed; the marks on cells, measure/caveats.py, look for them at their LMUL whatever the SEW,
 # except where a stand-in reads them). The others are read through their stand-ins (config/cores.py: Core.stand_ins) and
 # their rows here are held to rvv-bench like any other: vmacc.vv at m4 and m8 (as vfmacc.vv), vmv1r.v (vmv.v.v at LMUL
-# 1), vmv.s.x and vfmv.s.f up to m4 (the splats), vslideup.vi at m1 (vrgather.vi), vsseg2e32.v at mf2 and m4 (vse32.v
-# of the same bytes).
+# 1), vmv.s.x and vfmv.s.f up to m4 (the splats; vmv.s.x at SEW 64 as the splat at e32,mf2), vslideup.vi at m1
+# (vrgather.vi), vsseg2e32.v at mf2 and m4 (vse32.v of the same bytes).
 MODEL_ERRORS = {
     **{("spacemit-x60", f"vlseg2e32.v-e32{lmul}"): f"LLVM 22's X60 model gives vlseg2e32.v {model} cycles at {lmul} "
        f"(rvv-bench: {measured}): two-field segment loads are estimated {model / measured:.2f}x slow, and the "
@@ -100,9 +100,6 @@ MODEL_ERRORS = {
        f"(rvv-bench: {measured:.2f}): two-field segment stores are estimated {model / measured:.1f}x slow, and the "
        f"unit-stride store of the same bytes is timed {whole} ({100 * (whole / measured - 1):+.0f} %: no stand-in)"
        for lmul, model, measured, whole in (("m1", 16, 6.07, 4), ("m2", 32, 12.00, 8))},
-    **{("spacemit-x60", f"vmv.s.x-e64{lmul}"): f"LLVM 22's X60 model gives vmv.s.x 4 cycles at SEW 64, {lmul} "
-       "(rvv-bench: 1.00 up to m2): SEW 64 has no LMUL 1/2 to read the splat vmv.v.x at, and at LMUL 1 it is timed 2 "
-       "(no stand-in; at SEW 8-32 it is read as the splat)" for lmul in ("m1", "m2")},
     ("spacemit-x60", "vfredusum.vs-e32mf2"): "LLVM 22's X60 model gives vfredusum.vs 8 cycles at mf2 (rvv-bench: 5.00; "
     "from m1 up within 30 %, at m8 57 against 54.02); vfredosum.vs and vfredmax.vs are timed 8 there too (no stand-in)",
 }

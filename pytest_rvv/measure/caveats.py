@@ -102,8 +102,8 @@ def _find(counts: ExecutedCounts, executables: tuple[Path, ...], arch: str, core
         sew, lmul = entry
         hits: set[tuple[str, str]] = set()
         for insn in body:
-            # at the LMUL whatever the SEW, but not at a vtype the cores read it through a stand-in (vmv.s.x is an
-            # error at SEW 64, where the X60 has none, and no error at SEW 8-32)
+            # at the LMUL whatever the SEW, but not at a vtype the cores read it through a stand-in (timed there as
+            # the core measured: no known error)
             if (insn.mnemonic, lmul) in wanted and not any(c.stand_in(insn.mnemonic, sew, lmul) for c in cores):
                 found = seen.setdefault((insn.mnemonic, lmul), {"executed": 0, "sews": set(), "dispatches": set()})
                 found["executed"] += block.execs

@@ -43,6 +43,8 @@ WHAT_IT_IS = ("llvm-mca models issue, latency and throughput of each block, not 
 # 0.1 % on the out-of-order P670, in half the time; the in-order cores settle by (2, 4) (config/cores.py).
 CHUNK = 500  # code regions per llvm-mca input (see region_cycles)
 INSTRUMENT_LMUL = "# LLVM-MCA-RISCV-LMUL"  # llvm-mca's instrument: the LMUL the instructions after it are read at
+INSTRUMENT_SEW = "# LLVM-MCA-RISCV-SEW"  # and the SEW
+_STAND_IN_VTYPE = re.compile(r"(?:e(\d+))?(mf?\d)")  # a stand-in's own vtype (Core.stand_ins): "m1", "e32mf2"
 _BRANCH = re.compile(r"^(?:b[a-z]*|j|jal|c\.b[a-z]*|c\.j|c\.jal)$")
 VTYPE = re.compile(r"\be(8|16|32|64)\s*,\s*(mf[248]|m[1248])\b")  # a vset{i}vli's SEW and LMUL
 _ERROR = re.compile(r"^<stdin>:(\d+):\d+: error:", re.MULTILINE)
@@ -75,7 +77,7 @@ class BlockCode:
     def region(self, index: int) -> str:
         head = [f"# LLVM-MCA-BEGIN b{index}"]
         if self.sew and self.lmul:
-            head += [f"{INSTRUMENT_LMUL} {self.lmul.upper()}", f"# LLVM-MCA-RISCV-SEW E{self.sew}"]
+            head += [f"{INSTRUMENT_LMUL} {self.lmul.upper()}", f"{INSTRUMENT_SEW} E{self.sew}"]
         return "\n".join([*head, *self.lines, "# LLVM-MCA-END"])
 
     def identity(self) -> str:
@@ -157,12 +159,17 @@ def stood_in(code: BlockCode, core: Core) -> BlockCode:
     for line in code.lines:
         mnemonic, _, operands = line.partition(" ")
         replacement = core.stand_in(mnemonic, *vtype)
-        stand_in, _, lmul = (replacement or "").partition("@")
+        stand_in, _, at = (replacement or "").partition("@")
+        own = _STAND_IN_VTYPE.fullmatch(at) if at else None
+        if at and own is None:
+            raise ValueError(f"{core.name}'s stand-in {replacement!r}: give its vtype as m1, mf2 or e32mf2")
+        sew, lmul = own.groups() if own else (None, None)
         if not replacement:
             lines.append(line)
-        elif lmul:  # read at its own LMUL, then the type in force again (an llvm-mca instrument mid-region)
-            lines += [f"{INSTRUMENT_LMUL} {lmul.upper()}", f"{stand_in} {operands}",
-                      f"{INSTRUMENT_LMUL} {vtype[1].upper()}"]
+        elif lmul:  # read at its own vtype, then the type in force again (llvm-mca instruments mid-region)
+            lines += [f"{INSTRUMENT_LMUL} {lmul.upper()}", *([f"{INSTRUMENT_SEW} E{sew}"] if sew else []),
+                      f"{stand_in} {operands}", f"{INSTRUMENT_LMUL} {vtype[1].upper()}",
+                      *([f"{INSTRUMENT_SEW} E{vtype[0]}"] if sew else [])]
         else:
             lines.append(f"{stand_in} {operands}")
         vtype = next_vtype(vtype, Instruction(0, mnemonic, operands, ""))
