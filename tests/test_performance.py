@@ -129,7 +129,9 @@ def test_times_gate_only_against_a_baseline_from_this_machine(project):
     portable = project.path / "baselines" / "performance" / "rv64gc" / "mlp.json"
     work = json.loads(portable.read_text())
     same_work = portable.read_text()
-    work["metrics"]["executed_dispatch_instructions"] += 1000  # the code changed too (now less work)
+    # no counted work to hold the times to (with the same or less, a slower emulated run is the machine's or the
+    # emulator's: tests/test_verdicts.py), so the times are judged as measured
+    del work["metrics"]["executed_dispatch_instructions"]
     portable.write_text(json.dumps(work))
     elsewhere = project.run(*args, "--rvv-machine=new-runner")
     elsewhere.assert_outcomes(passed=1)

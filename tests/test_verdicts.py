@@ -92,6 +92,28 @@ def test_performance_without_a_portable_baseline_passes_unless_strict(tmp_path):
     assert bigger.records["perf_rows"] == [("module_bytes", 9, 10, "REGRESSED")]
 
 
+@pytest.mark.parametrize(("work", "passes"), [(1000, True), (400, True), (1001, False)])
+def test_a_slower_emulated_run_fails_only_when_it_executes_more_work(tmp_path, work, passes):
+    """Under QEMU the dispatches' work is counted exactly: a time beyond its limit with the same or less work is the
+    machine's or the emulator's (an A/B that vectorized mlp once measured its 0.1 s run +61 % CPU under load), with
+    more work it is the code's."""
+    from pytest_rvv.config.machine import this_machine
+    from pytest_rvv.config.targets import BUILTIN_TARGETS
+
+    here, target = this_machine("box", "qemu"), BUILTIN_TARGETS["rv64gcv-zvl256b"]
+    baselines = ApplicableBaselines(
+        Baseline("mlp", target.name, {"iree_compile": "x"}, {"executed_dispatch_instructions": 1000}),
+        tmp_path / "p.json", Baseline("mlp", target.name, {"iree_compile": "x"}, {"cpu_s_min": 1.0}),
+        tmp_path / "m.json", ())
+    now = PerfResult("mlp", target.name, {"iree_compile": "x"},
+                     {"executed_dispatch_instructions": work, "cpu_s_min": 2.0})
+    verdict = judge(baselines, now, target, tolerances(None, False), here)
+    (time,) = [r for r in verdict.machine_bound if r.metric == "cpu_s_min"]
+    assert (time.status == "REGRESSED") is not passes
+    if work < 1000:
+        assert time.note.startswith("less executed work (1000 -> 400 instructions)")
+
+
 def test_a_disagreement_listed_as_an_expected_agreement_failure_is_xfailed(project):
     """The suites hand check_agreement's verdict to rvv_judge: a disagreement fails in the agreement phase, which the
     expected failures of that phase accept (and no other failure)."""
