@@ -104,8 +104,12 @@ def board_table(name: str, server: Sshd, workdir: Path, launcher: list[str] | No
 @pytest.fixture
 def board_project(project, sshds, tmp_path):
     """A project with boards "a" and "b" (two sshd ports) and the correctness, vectorization, performance suites."""
+    # the "boards" run QEMU on this host, beside the other xdist worker: a 0.1 s run's minimum CPU time moved by 50-60
+    # ms under that load, which a real board's own baseline would not see; these specs are about where runs happen
+    # and what is kept, so their time limits are wide (tests/test_performance.py holds the time gate itself)
     project.write(extra=board_table("a", sshds[0], tmp_path / "board-a") + board_table("b", sshds[1],
-                                                                                      tmp_path / "board-b"))
+                                                                                      tmp_path / "board-b")
+                  + "\n[tool.pytest_rvv.tolerances]\nwall_s_min = 3\ncpu_s_min = 3\n")
     for suite in ("performance", "vectorization"):
         shutil.copytree(SUITES / suite, project.path / suite, ignore=SUITE_COPY_IGNORE)
     return project
