@@ -23,8 +23,12 @@
  * No ggml header: the declarations below are ggml 0.27.0's (ggml.h, ggml-backend.h, ggml-alloc.h), and the one struct
  * passed by value is ggml_init_params; tensors are reached only through ggml's functions.
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <link.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <unistd.h>
 
 #define HARNESS "ggml_harness"
 #define MATMUL_WEIGHTS "q8_0"
@@ -72,25 +76,44 @@ static void quiet(int level, const char *text, void *user_data)
     (void)level, (void)text, (void)user_data;  /* ggml's "loaded CPU backend from ..." and the like */
 }
 
-/* The CPU module mapped into this process (its file name between "libggml-cpu-" and ".so"), else "unknown"; with
- * ``copy`` the whole of /proc/self/maps is copied there too. */
+struct found_variant {
+    char *variant;
+    size_t size;
+};
+
+static int cpu_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct found_variant *found = data;
+    const char *at = info->dlpi_name != NULL ? strstr(info->dlpi_name, "libggml-cpu-") : NULL;
+    const char *end = at != NULL ? strstr(at, ".so") : NULL;
+    if (end != NULL)
+        snprintf(found->variant, found->size, "%.*s", (int)(end - at - 12), at + 12);
+    return 0;
+}
+
+/* The CPU module loaded into this process (its file name between "libggml-cpu-" and ".so", from the dynamic
+ * linker's own list), else "unknown"; with ``copy`` /proc/self/maps is copied there with one read and one write.
+ * Under qemu-user that file lists the guest's mappings as QEMU finds them on the host, whose count can differ from run
+ * to run under load (a line more or less): read line by line, it once moved a counted run by 24 instructions of
+ * memchr. Copied whole, its length costs no guest instruction. */
 static void loaded_variant(char *variant, size_t size, const char *copy)
 {
-    FILE *maps = fopen("/proc/self/maps", "r"), *out = copy != NULL ? fopen(copy, "w") : NULL;
-    if (maps == NULL || (copy != NULL && out == NULL))
-        fail(2, copy != NULL ? copy : "/proc/self/maps", "cannot copy the maps");
     snprintf(variant, size, "unknown");
-    char line[4096];
-    while (fgets(line, sizeof line, maps) != NULL) {
-        if (out != NULL)
-            fputs(line, out);
-        char *at = strstr(line, "libggml-cpu-"), *end = at != NULL ? strstr(at, ".so") : NULL;
-        if (at != NULL && end != NULL)
-            snprintf(variant, size, "%.*s", (int)(end - at - 12), at + 12);
-    }
-    fclose(maps);
-    if (out != NULL && fclose(out) != 0)
-        fail(2, copy, "cannot write");
+    struct found_variant found = {variant, size};
+    dl_iterate_phdr(cpu_module, &found);
+    if (copy == NULL)
+        return;
+    static char text[1 << 22];
+    int in = open("/proc/self/maps", O_RDONLY), out = open(copy, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0)
+        fail(2, copy, "cannot copy /proc/self/maps");
+    ssize_t got, length = 0;
+    while ((got = read(in, text + length, sizeof text - (size_t)length)) > 0)
+        length += got;
+    if (got < 0 || length == (ssize_t)sizeof text || write(out, text, (size_t)length) != length || close(out) != 0)
+        fail(2, copy, "cannot copy /proc/self/maps");
+    close(in);
 }
 
 /* Row ``row`` of B (N floats) into W = B^T held by ggml at ``data``: column ``row`` of W's rows, as f32 or as q8_0
