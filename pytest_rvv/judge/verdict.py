@@ -120,7 +120,7 @@ def upgrade_review(rows: list[Row], added_work: float) -> list[Row]:
     return reviewed
 
 
-def _same_work_is_not_slower(times: list[Row], portable: list[Row]) -> list[Row]:
+def _no_added_work_is_not_slower(times: list[Row], portable: list[Row]) -> list[Row]:
     """A slower time with no more executed work than the baseline's is the machine, not the code.
 
     Work is the verdict: with the dispatches executing the same instructions (counted exactly under QEMU) only the
@@ -227,7 +227,7 @@ def judge(applicable: ApplicableBaselines, result: PerfResult, target: Target, l
         verdict.portable_missing = True
         verdict.notes.append(f"baseline needed: {applicable.portable_path} (record it with --update-baselines)")
     if applicable.machine is not None:
-        verdict.machine_bound = _same_work_is_not_slower(
+        verdict.machine_bound = _no_added_work_is_not_slower(
             compare(applicable.machine, bound_now, result.samples, limits), verdict.portable)
         if not strict and (upgrade := _toolchain_change(applicable.machine, result)):
             verdict.upgrade = verdict.upgrade or upgrade  # e.g. the host target's sizes: churn, like the portable

@@ -186,6 +186,13 @@ class CountsSnapshot:
         """Whether vector spills were counted (RISC-V snapshots recorded since they are)."""
         return self.totals.spills is not None
 
+    def to_json(self) -> dict[str, Any]:
+        """The counts of an executed snapshot (its totals and dispatches), as ``from_json`` reads them."""
+        return {"totals": {"instructions": self.totals.instructions, "vector": self.totals.vector,
+                           "vector_share_percent": self.share}
+                | ({"vector_spills": dict(self.totals.spills)} if self.totals.spills is not None else {}),
+                "dispatches": {name: c.to_json() for name, c in self.dispatches.items()}}
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CountsSnapshot:
         totals = data["totals"]
@@ -221,17 +228,12 @@ class Attribution:
 
     def snapshot(self, model: str, target: str, ukernels: Mapping[str, list[str]]) -> dict[str, Any]:
         """The executed snapshot: totals and dispatches, each with the microkernels inlined into it."""
-        counts = self.with_ukernels(ukernels)
-        return {"model": model, "target": target,
-                "totals": {"instructions": counts.totals.instructions, "vector": counts.totals.vector,
-                           "vector_share_percent": counts.share}
-                | ({"vector_spills": dict(counts.totals.spills)} if counts.totals.spills is not None else {}),
-                "dispatches": {name: c.to_json() for name, c in counts.dispatches.items()}}
+        return {"model": model, "target": target} | self.with_ukernels(ukernels).to_json()
 
     def to_json(self) -> dict[str, Any]:
         """As the store keeps it (``attribute``'s own form)."""
-        found = self.snapshot("", "", {})
-        return {"dispatch_totals": found["totals"], "dispatches": found["dispatches"],
+        counted = self.counts.to_json()
+        return {"dispatch_totals": counted["totals"], "dispatches": counted["dispatches"],
                 "outside_dispatches": self.outside, "watched": {k: dict(v) for k, v in self.watched.items()}} | (
                     {"lanes": dict(self.lanes)} if self.lanes is not None else {})
 
