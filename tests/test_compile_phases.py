@@ -4,6 +4,7 @@ the shared phase is byte-identical to the module a full compile makes (compile/p
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from pytest_rvv.base.errors import CompileFailed
 from pytest_rvv.base.store import Store
 from pytest_rvv.compile.compiler import Compiler, ImportedModel
-from pytest_rvv.compile.phases import group_key, shared_groups
+from pytest_rvv.compile.phases import global_groups, global_key, group_key, shared_groups
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.toolchain.toolchain import find_toolchain
@@ -49,6 +50,16 @@ def conv_matmul_model(path: Path) -> Path:
     return save_model(path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 24])], [*weights, shape],
                       name="convmm")
+
+
+def gru_model(path: Path) -> Path:
+    """A GRU over 6 steps, as nsnet2 has: IREE lowers it to a loop, whose block arguments carry locations."""
+    rng = np.random.default_rng(1)
+    weights = [numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+               for name, shape in (("W", (1, 24, 4)), ("R", (1, 24, 8)))]
+    nodes = [helper.make_node("GRU", ["x", "W", "R"], ["", "h"], hidden_size=8)]
+    return save_model(path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 1, 4])],
+                      [helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, 1, 8])], weights, name="gru")
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +127,54 @@ def test_a_model_the_compiler_rejects_fails_with_the_full_compiles_line_when_its
         except CompileFailed as exc:  # imported fine, rejected by iree-compile
             lines.append(str(exc))
     assert len(lines) == 2 and lines[0] == lines[1]
+
+
+# the default run's kinds of target and the kernel suite's inner-tiled path: three architectures, three paths
+ACROSS = ["rv64gc", "rv64gcv-zvl256b", "rv64gcv-zvl256b-mmt4d", "rv64gcv-zvl256b-inner", "aarch64", "host"]
+
+
+def test_targets_that_differ_in_where_the_code_runs_and_its_matmul_path_start_from_one_global_phase():
+    targets = [KNOWN[name] for name in ACROSS]
+    shared = shared_groups(t.compiler_flags() for t in targets if t.arch != HOST)
+    assert global_groups((t.compiler_flags() for t in targets), shared) == {global_key(targets[0].compiler_flags())}
+    alone = [KNOWN["rv64gc"], KNOWN["rv64gcv-zvl256b"]]  # one executable-sources group: nothing to share earlier
+    assert not global_groups((t.compiler_flags() for t in alone), shared_groups(t.compiler_flags() for t in alone))
+    reassociating = replace(KNOWN["aarch64"], extra_flags=("--iree-llvmcpu-reassociate-fp-reductions=true",))
+    assert global_key(reassociating.compiler_flags()) != global_key(targets[0].compiler_flags())
+
+
+@pytest.mark.parametrize("made", ["convmm", "gru"])
+def test_every_module_made_from_the_global_phase_is_the_full_compile_byte_for_byte(made, imported, tmp_path):
+    model = imported[1] if made == "convmm" else Compiler(find_toolchain(), Store(tmp_path / "import")).import_onnx(
+        "gru", gru_model(tmp_path / "gru.onnx"), 17)
+    targets = [KNOWN[name] for name in (ACROSS if made == "convmm" else ("rv64gc", "rv64gcv-zvl256b", "aarch64"))]
+    shared = Compiler(find_toolchain(), Store(tmp_path / "shared"), targets=targets)
+    full = Compiler(find_toolchain(), Store(tmp_path / "full"))
+    made_by = {}
+    for target in targets:
+        module, meta = _module(shared, model, target)
+        made_by[target.name] = meta["made"].split(" phase ")[0]
+        expected, full_meta = _module(full, model, target)
+        assert full_meta["made"] == "full"
+        differ = [n for n in module if module[n] != expected.get(n)] + sorted(expected.keys() - module.keys())
+        assert not differ, f"{target.name}: {differ} differ from the full compile"
+        assert "--compile-from" not in meta["command"]
+    assert made_by == {t.name: "shared executable-sources" if t.name in ("rv64gc", "rv64gcv-zvl256b")
+                       else "shared global-optimization" for t in targets}
+    (phase,) = (tmp_path / "shared" / "phases").glob("*/*/global.mlir")  # one, for three architectures and three paths
+    assert "util.global" in phase.read_text()
+
+
+def test_a_toolchain_that_reads_the_target_in_global_optimization_gives_another_fingerprint(tmp_path):
+    """The probe is what keeps such targets apart: data tiling from global optimization sets the matmuls' encodings
+    there, so the probe's text differs by more than the target attribute."""
+    compiler = Compiler(find_toolchain(), Store(tmp_path))
+    plain = compiler._probe(KNOWN["rv64gcv-zvl256b"].compiler_flags())
+    path = compiler._probe(KNOWN["rv64gcv-zvl256b-mmt4d"].compiler_flags())
+    # (--iree-opt-data-tiling, the paths' flag, overrides this one: the target without it)
+    early = compiler._probe([*KNOWN["rv64gcv-zvl256b"].compiler_flags(), "--iree-global-opt-data-tiling"])
+    elsewhere = compiler._probe(KNOWN["aarch64"].compiler_flags())
+    assert plain and path and early and elsewhere
+    assert plain[1] == path[1] == elsewhere[1]  # this toolchain data-tiles after global optimization
+    assert early[1] != plain[1]
+    assert len({plain[0], path[0], elsewhere[0]}) == 3

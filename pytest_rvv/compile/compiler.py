@@ -8,7 +8,7 @@ import re
 import shlex
 import shutil
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +16,18 @@ from pytest_rvv.base.errors import CompileFailed, ImportFailed, ToolMissing, fir
 from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest
-from pytest_rvv.compile.phases import PHASE, TINY, device_attribute, group_key, retarget, shared_groups
+from pytest_rvv.compile.phases import (
+    GLOBAL_PHASE,
+    PHASE,
+    PROBE,
+    device_attribute,
+    fingerprint,
+    global_groups,
+    global_key,
+    group_key,
+    retarget,
+    shared_groups,
+)
 from pytest_rvv.compile.ukernels import INTERMEDIATES, enables_ukernels, load_ukernels, record_ukernels
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.toolchain.toolchain import Toolchain
@@ -24,6 +35,9 @@ from pytest_rvv.toolchain.toolchain import Toolchain
 COMPILE_TIMEOUT_S = 1800.0
 EXECUTABLES = "executables"
 _FUNC = re.compile(r'func\.func @(?:"([^"]+)"|([^\s(]+))\(')
+
+
+_Phase = tuple[Path, float, str, str]  # a phase's copy for one target, its CPU seconds, how it was made, its name
 
 
 @dataclass(frozen=True)
@@ -62,11 +76,14 @@ class Compiler:
     def __init__(self, toolchain: Toolchain, store: Store, stages: Stages | None = None,
                  targets: Iterable[Target] = ()) -> None:
         """``targets``: the run's targets; those that share all flags but their CPU share one compile up to
-        codegen (compile/phases.py)."""
+        codegen, and all that share all flags but where the code runs and its matmul path one compile through global
+        optimization (compile/phases.py)."""
         self.toolchain = toolchain
         self.store = store
         self.stages = stages or Stages()
+        targets = list(targets)
         self.shared = shared_groups(t.compiler_flags() for t in targets if t.arch != HOST)
+        self.global_shared = global_groups((t.compiler_flags() for t in targets), self.shared)
 
     def import_onnx(self, model_name: str, prepared: Path, opset: int | None) -> ImportedModel:
         """Import with ``--opset-version opset`` (None: the model's own opset)."""
@@ -143,9 +160,10 @@ class Compiler:
             full = f"cd {imported.path.parent} && {shlex.join(map(str, argv))}"  # what the module is, byte for byte
             cwd, phase_s, made = imported.path.parent, 0.0, "full"
             phase = self._shared_phase(imported, flags, tmp) if target.arch != HOST else None
-            if phase is not None:  # the group's phase, retargeted: the same bytes as the full compile
-                source, phase_s, made = phase
-                argv = [self.toolchain.iree_compile, source.name, *flags, f"--compile-from={PHASE}", dump, "-o", out]
+            phase = phase or self._global_phase(imported, flags, tmp, machine)
+            if phase is not None:  # a shared phase, retargeted: the same bytes as the full compile
+                source, phase_s, made, name = phase
+                argv = [self.toolchain.iree_compile, source.name, *flags, f"--compile-from={name}", dump, "-o", out]
                 cwd = source.parent
             ukernels = enables_ukernels(flags)
             if ukernels:  # the optimized IR still names the microkernels LLVM inlined (compile/ukernels.py)
@@ -185,22 +203,63 @@ class Compiler:
             compile_s=float(meta["compile_s"]), reused=not entry.created, ukernels=load_ukernels(entry.path),
         )
 
-    def _shared_phase(self, imported: ImportedModel, flags: list[str], tmp: Path) -> tuple[Path, float, str] | None:
-        """This target's copy of its group's phase in ``tmp``, the phase's CPU seconds (counted in every module made
-        from it: ``compile_s`` stays the CPU a module costs from its import) and how it was made; None
-        when the target shares no phase in this run, or the phase cannot be shared (the full compile runs)."""
+    def _shared_phase(self, imported: ImportedModel, flags: list[str], tmp: Path) -> _Phase | None:
+        """This target's copy of its group's executable-sources phase in ``tmp`` (made from the global phase when
+        that is shared too); None when the target shares no phase in this run, or the phase cannot be shared."""
         group = group_key(flags)
         if group not in self.shared:
             return None
         key = digest(["phase-v1", PHASE, imported.sha256, self.toolchain.compiler_version, *group])
 
+        def argv(out: Path) -> tuple[list[str | Path], Path, float]:
+            start = self._global_phase(imported, flags, out)
+            if start is None:
+                return [imported.path.name, *flags, f"--compile-to={PHASE}"], imported.path.parent, 0.0
+            source, global_s, _, _ = start
+            return ([source.name, *flags, f"--compile-from={GLOBAL_PHASE}", f"--compile-to={PHASE}"], source.parent,
+                    global_s)
+
+        return self._phase(key, PHASE, "sources.mlir", imported, flags, argv, tmp)
+
+    def _global_phase(self, imported: ImportedModel, flags: list[str], tmp: Path,
+                      machine: Sequence[str] = ()) -> _Phase | None:
+        """This target's copy of its global group's global-optimization phase in ``tmp``; None when the target
+        shares none in this run, its probe says the toolchain reads the target there, or the phase cannot be shared.
+        ``machine``: the host's CPU, for a target that compiles for it (its attribute names that CPU)."""
+        if global_key(flags) not in self.global_shared:
+            return None
+        probed = self._probe(flags, machine)
+        if probed is None:
+            return None
+        key = digest(["global-phase-v1", GLOBAL_PHASE, imported.sha256, self.toolchain.compiler_version,
+                      *global_key(flags), probed[1]])
+
+        def argv(out: Path) -> tuple[list[str | Path], Path, float]:
+            # in the generic form: the custom one leaves out some block arguments' locations (nsnet2's loop), which
+            # the module's debug info then names by the phase's own lines
+            return ([imported.path.name, *flags, f"--compile-to={GLOBAL_PHASE}", "--mlir-print-op-generic"],
+                    imported.path.parent, 0.0)
+
+        return self._phase(key, GLOBAL_PHASE, "global.mlir", imported, flags, argv, tmp, machine)
+
+    def _phase(self, key: str, name: str, file: str, imported: ImportedModel, flags: list[str],
+               argv: Callable[[Path], tuple[list[str | Path], Path, float]], tmp: Path,
+               machine: Sequence[str] = ()) -> _Phase | None:
+        """Compile the phase ``name`` once (cached by ``key``; ``argv(out)``: its arguments, folder and the CPU of
+        the phase it starts from) and copy it into ``tmp`` retargeted for ``flags``, with its CPU seconds (counted in
+        every module made from it: ``compile_s`` stays the CPU a module costs from its import)."""
+
         def build(out: Path) -> dict[str, object]:
-            sources = out / "sources.mlir"
-            argv = [self.toolchain.iree_compile, imported.path.name, *flags, f"--compile-to={PHASE}",
-                    "--mlir-print-debuginfo", "-o", sources]
-            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S, cwd=imported.path.parent)
+            sources = out / file
+            args, cwd, before_s = argv(out)
+            # --mlir-print-debuginfo keeps the input's locations, which the module's debug info names
+            command = [self.toolchain.iree_compile, *args, "--mlir-print-debuginfo", "-o", sources]
+            result = run_process(command, timeout_s=COMPILE_TIMEOUT_S, cwd=cwd)
+            for start in out.glob("*.mlir"):  # the phase this one started from: not part of the entry
+                if start != sources:
+                    start.unlink()
             if result.timed_out or result.returncode < 0:  # not deterministic: nothing cached
-                raise CompileFailed(f"iree-compile {result.status()} compiling {imported.path} to {PHASE}",
+                raise CompileFailed(f"iree-compile {result.status()} compiling {imported.path} to {name}",
                                     log=f"$ {result.command_line()}\n{tail(result.stderr, 40)}")
             attribute = None
             if result.ok and sources.is_file():
@@ -209,35 +268,38 @@ class Compiler:
             if attribute is None:  # the full compile says why, or compiles what a phase cannot share
                 sources.unlink(missing_ok=True)
                 return {"status": "unshared", "error": first_lines(result.stderr, 3)}
-            return {"status": "ok", "attribute": attribute, "phase_s": round(result.cpu_s, 3)}
+            return {"status": "ok", "attribute": attribute, "phase_s": round(result.cpu_s + before_s, 3)}
 
         entry = self.store.get_or_build("phases", key, build)
         if entry.meta.get("status") != "ok":
             return None
-        wanted = self._device_attribute(flags)  # only a phase that can be shared needs the target's attribute
-        if wanted is None:
+        probed = self._probe(flags, machine)  # only a phase that can be shared needs the target's attribute
+        if probed is None:
             return None
-        copy = tmp / "sources.mlir"
-        retarget(entry.file("sources.mlir"), str(entry.meta["attribute"]), wanted, copy)
-        made = f"shared {PHASE} phase {key[:12]}, compiled from it"
-        return copy, float(entry.meta["phase_s"]), made
+        copy = tmp / file
+        retarget(entry.file(file), str(entry.meta["attribute"]), probed[0], copy)
+        return copy, float(entry.meta["phase_s"]), f"shared {name} phase {key[:12]}, compiled from it", name
 
-    def _device_attribute(self, flags: list[str]) -> str | None:
-        """The target attribute iree-compile gives the device of ``flags`` (from a tiny module), or None."""
-        key = digest(["device-attribute-v1", self.toolchain.compiler_version, *flags])
+    def _probe(self, flags: list[str], machine: Sequence[str] = ()) -> tuple[str, str] | None:
+        """The target attribute iree-compile gives the device of ``flags`` and the fingerprint of its global phase
+        (compile/phases.py ``PROBE``), or None when the probe does not compile to one device."""
+        key = digest(["device-probe-v1", GLOBAL_PHASE, self.toolchain.compiler_version, *flags, *machine])
 
         def build(tmp: Path) -> dict[str, object]:
-            (tmp / "tiny.mlir").write_text(TINY)
-            result = run_process([self.toolchain.iree_compile, "tiny.mlir", *flags, "--compile-to=preprocessing",
-                                  "-o", "tiny.out.mlir"], timeout_s=COMPILE_TIMEOUT_S, cwd=tmp)
-            out = tmp / "tiny.out.mlir"
-            attribute = device_attribute(out.read_text()) if result.ok and out.exists() else None
+            (tmp / "probe.mlir").write_text(PROBE)
+            result = run_process([self.toolchain.iree_compile, "probe.mlir", *flags, f"--compile-to={GLOBAL_PHASE}",
+                                  "-o", "probe.out.mlir"], timeout_s=COMPILE_TIMEOUT_S, cwd=tmp)
+            out = tmp / "probe.out.mlir"
+            text = out.read_text() if result.ok and out.exists() else ""
+            attribute = device_attribute(text)
             out.unlink(missing_ok=True)
-            (tmp / "tiny.mlir").unlink()
-            return {"attribute": attribute}
+            (tmp / "probe.mlir").unlink()
+            return {"attribute": attribute, "fingerprint": fingerprint(text, attribute) if attribute else None}
 
-        found = self.store.get_or_build("phases", key, build).meta.get("attribute")
-        return str(found) if found else None
+        meta = self.store.get_or_build("phases", key, build).meta
+        if not meta.get("attribute") or not meta.get("fingerprint"):
+            return None
+        return str(meta["attribute"]), str(meta["fingerprint"])
 
     def _outcome(self, result: ProcessResult, model_name: str, target: Target, tmp: Path) -> dict[str, object]:
         """Sort an iree-compile run four ways: ok; a deterministic failure, cached with its log (an unknown CPU

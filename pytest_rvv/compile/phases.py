@@ -1,4 +1,5 @@
-"""One compile up to codegen per model and group of targets that differ only in their CPU (issue 50).
+"""One compile up to codegen per model and group of targets that differ only in their CPU, and one compile through
+global optimization per model for every target (issue 50).
 
 ``iree-compile --compile-to=executable-sources`` stops before codegen. Its output depends on the target through one
 value only, the ``#hal.executable.target<...>`` attribute the device and every executable variant carry, as long as
@@ -9,6 +10,17 @@ attribute is swapped for each target's own (read from a tiny module compiled to 
 ``--compile-from=executable-sources`` does the codegen. The module is byte-identical to a full compile:
 ``tests/test_compile_phases.py`` holds that for every built-in group. A phase that does not carry exactly one device
 attribute is not shared (the full compile runs).
+
+One step earlier, ``--compile-to=global-optimization`` (most of it the evaluation of constants at compile time) does
+not read the target at all in iree-compile 3.9 to 3.13: riscv64, aarch64 and x86_64, with and without data tiling, give
+the same text but for the device attribute (measured on every model the suites import). So every target of a run
+whose flags differ only in the triple, ABI, CPU and matmul path (a *global group*) starts from one such phase: the
+executable-sources phase of a group above is made from it once, and every other target compiles from it. It is
+printed in the generic form: the custom one leaves out the locations of some block arguments (nsnet2's loop), and the
+module's debug info would then name the phase's own lines. Whether a
+toolchain keeps a target out of its global phase is asked, not assumed: a probe of two matmuls on constants is
+compiled to that phase for each target, and only targets whose probe text is the same but for the attribute share
+(an iree-compile that data-tiles in global optimization, ``--iree-global-opt-data-tiling``, gives another).
 """
 
 from __future__ import annotations
@@ -18,13 +30,35 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from pytest_rvv.base.store import digest
+from pytest_rvv.config.paths import without_path
+
 PHASE = "executable-sources"
+GLOBAL_PHASE = "global-optimization"
 # flags that pick the CPU within a triple and ABI: the only ones a shared phase may differ in
 CPU_FLAGS = ("--iree-llvmcpu-target-cpu-features=", "--iree-llvmcpu-target-cpu=")
-_DEVICE = re.compile(r"^  util\.global private @__device_0 = #hal\.device\.target<\"local\", "
-                     r"\[#hal\.executable\.target(<.*>)\]> : !hal\.device(?: loc\(.*\))?$", re.M)
-_OTHER_DEVICE = re.compile(r"@__device_[1-9]")
-TINY = "func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}\n"
+# flags that say where the code runs: with the matmul path's, those a shared global phase may differ in
+TARGET_FLAGS = ("--iree-llvmcpu-target-triple=", "--iree-llvmcpu-target-abi=", *CPU_FLAGS)
+_TARGET = "#hal.executable.target"
+# the devices a phase names: @__device_N in the custom form, sym_name = "__device_N" in the generic one
+_DEVICES = re.compile(r'@__device_(\d+)\b|sym_name = "__device_(\d+)"')
+# what a target's global phase could differ in if a toolchain read the target there: matmuls (data tiling sets their
+# encodings) on constants (evaluated at compile time), f32 and i8
+PROBE = """\
+func.func @f(%a: tensor<8x16xf32>, %b: tensor<8x16xi8>) -> (tensor<8x4xf32>, tensor<8x4xi32>) {
+  %w = arith.constant dense<0.5> : tensor<16x4xf32>
+  %v = arith.constant dense<3> : tensor<16x4xi8>
+  %zf = arith.constant 0.0 : f32
+  %zi = arith.constant 0 : i32
+  %ef = tensor.empty() : tensor<8x4xf32>
+  %ei = tensor.empty() : tensor<8x4xi32>
+  %ff = linalg.fill ins(%zf : f32) outs(%ef : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %fi = linalg.fill ins(%zi : i32) outs(%ei : tensor<8x4xi32>) -> tensor<8x4xi32>
+  %mf = linalg.matmul ins(%a, %w : tensor<8x16xf32>, tensor<16x4xf32>) outs(%ff : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %mi = linalg.matmul ins(%b, %v : tensor<8x16xi8>, tensor<16x4xi8>) outs(%fi : tensor<8x4xi32>) -> tensor<8x4xi32>
+  return %mf, %mi : tensor<8x4xf32>, tensor<8x4xi32>
+}
+"""
 _HEAD_BYTES = 1 << 16  # the device global is the module's first op
 
 
@@ -39,13 +73,55 @@ def shared_groups(flag_lists: Iterable[Sequence[str]]) -> frozenset[tuple[str, .
     return frozenset(key for key, n in counts.items() if n > 1)
 
 
+def global_key(flags: Iterable[str]) -> tuple[str, ...]:
+    """What a shared global phase is keyed by (with the probe's fingerprint): the flags without those that say where
+    the code runs and which matmul path it takes."""
+    return tuple(f for f in without_path(flags) if not f.startswith(TARGET_FLAGS))
+
+
+def global_groups(flag_lists: Iterable[Sequence[str]],
+                  shared: frozenset[tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
+    """The global groups two or more compiles of ``flag_lists`` start from: a target outside the ``shared``
+    executable-sources groups is one, and each such group is one (its phase is made once)."""
+    units = {group_key(flags) if group_key(flags) in shared else tuple(flags) for flags in flag_lists}
+    counts = Counter(global_key(unit) for unit in units)
+    return frozenset(key for key, n in counts.items() if n > 1)
+
+
+def fingerprint(text: str, attribute: str) -> str:
+    """A phase's text with its target attribute taken out, digested: equal for targets the phase does not read."""
+    return digest([text.replace(attribute, "")])
+
+
 def device_attribute(text: str) -> str | None:
-    """The ``#hal.executable.target`` attribute of a phase's one device, or None when it has none or several."""
+    """The ``#hal.executable.target`` attribute (from its ``<``) of a phase's one device, in the custom or the generic
+    form, or None when the phase names no device or several, or a device with several executable targets."""
     head = text[:_HEAD_BYTES]
-    found = _DEVICE.findall(head)
-    if len(found) != 1 or _OTHER_DEVICE.search(head):
+    if {a or b for a, b in _DEVICES.findall(head)} != {"0"}:
         return None
-    return str(found[0])
+    at = head.find(_TARGET + "<")  # the device global's, the module's first op
+    if at < 0 or not head[:at].rstrip().endswith(("#hal.device.target<\"local\", [", "#hal.device.target<\"local\",[")):
+        return None
+    found = _balanced(head, at + len(_TARGET))
+    return found if found is not None and head[at + len(_TARGET) + len(found):].startswith("]") else None
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The ``<...>`` that opens at ``text[start]``, its quoted strings skipped; None when it does not close."""
+    depth, quoted, escaped = 0, False, False
+    for i in range(start, len(text)):
+        char = text[i]
+        if quoted:
+            escaped, quoted = (not escaped and char == "\\"), quoted and (escaped or char != '"')
+        elif char == '"':
+            quoted = True
+        elif char == "<":
+            depth += 1
+        elif char == ">":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+    return None
 
 
 def retarget(phase: Path, given: str, wanted: str, out: Path) -> None:
