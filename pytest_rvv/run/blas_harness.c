@@ -40,20 +40,6 @@ typedef char *(*corename_fn)(void);
 typedef void (*set_threads_fn)(int);
 enum { TRANS = 112 };  /* CblasTrans */
 
-static void copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    if (in == NULL || out == NULL)
-        fail(2, to, "cannot copy %s", from);
-    char buffer[4096];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof buffer, in)) > 0)
-        fwrite(buffer, 1, n, out);
-    fclose(in);
-    if (fclose(out) != 0)
-        fail(2, to, "cannot write");
-}
-
 int main(int argc, char **argv)
 {
     struct matmul_args args = parse_args(argc, argv);
@@ -92,7 +78,7 @@ int main(int argc, char **argv)
     }
     write_floats(args.c, c, (size_t)m * n);
     if (args.maps != NULL)
-        copy_file("/proc/self/maps", args.maps);
+        copy_maps(args.maps);
     printf("core %s\nroutine %s\n", corename != NULL ? corename() : "unknown", m == 1 ? "sgemv" : "sgemm");
     if (args.timings)
         printf("session_us %lld\nrun_us %lld\n", (long long)(loaded - start), (long long)last);

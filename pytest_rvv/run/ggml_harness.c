@@ -24,7 +24,6 @@
  * passed by value is ggml_init_params; tensors are reached only through ggml's functions.
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <link.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -93,27 +92,14 @@ static int cpu_module(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 /* The CPU module loaded into this process (its file name between "libggml-cpu-" and ".so", from the dynamic
- * linker's own list), else "unknown"; with ``copy`` /proc/self/maps is copied there with one read and one write.
- * Under qemu-user that file lists the guest's mappings as QEMU finds them on the host, whose count can differ from run
- * to run under load (a line more or less): read line by line, it once moved a counted run by 24 instructions of
- * memchr. Copied whole, its length costs no guest instruction. */
+ * linker's own list), else "unknown"; with ``copy`` /proc/self/maps is copied there (copy_maps). */
 static void loaded_variant(char *variant, size_t size, const char *copy)
 {
     snprintf(variant, size, "unknown");
     struct found_variant found = {variant, size};
     dl_iterate_phdr(cpu_module, &found);
-    if (copy == NULL)
-        return;
-    static char text[1 << 22];
-    int in = open("/proc/self/maps", O_RDONLY), out = open(copy, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (in < 0 || out < 0)
-        fail(2, copy, "cannot copy /proc/self/maps");
-    ssize_t got, length = 0;
-    while ((got = read(in, text + length, sizeof text - (size_t)length)) > 0)
-        length += got;
-    if (got < 0 || length == (ssize_t)sizeof text || write(out, text, (size_t)length) != length || close(out) != 0)
-        fail(2, copy, "cannot copy /proc/self/maps");
-    close(in);
+    if (copy != NULL)
+        copy_maps(copy);
 }
 
 /* Row ``row`` of B (N floats) into W = B^T held by ggml at ``data``: column ``row`` of W's rows, as f32 or as q8_0

@@ -19,6 +19,7 @@
  * missing library is the same one line. Built by pytest_rvv/run/ort_harness.py against the sysroot's headers.
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -260,23 +261,24 @@ static void release_stderr(void)
     caught = NULL;
 }
 
-static void copy_file(const char *from, const char *to)
+/* /proc/self/maps copied to ``to`` with one read and one write (as run/matmul_harness.h's copy_maps, which this
+ * harness does not include): under qemu-user the file can hold a line more or less from run to run, and read in blocks
+ * its length would cost guest instructions of memcpy. */
+static void copy_maps(const char *to)
 {
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    if (in == NULL || out == NULL) {
-        fail(2, to, "cannot copy %s there", from);
+    static char text[1 << 22];
+    int in = open("/proc/self/maps", O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0) {
+        fail(2, to, "cannot copy /proc/self/maps there");
     }
-    char buffer[65536];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof(buffer), in)) > 0) {
-        if (fwrite(buffer, 1, n, out) != n) {
-            fail(2, to, "cannot write it");
-        }
+    ssize_t got, length = 0;
+    while ((got = read(in, text + length, sizeof text - (size_t)length)) > 0) {
+        length += got;
     }
-    fclose(in);
-    if (fclose(out) != 0) {
-        fail(2, to, "cannot write it");
+    if (got < 0 || length == (ssize_t)sizeof text || write(out, text, (size_t)length) != length || close(out) != 0) {
+        fail(2, to, "cannot copy /proc/self/maps there");
     }
+    close(in);
 }
 
 static const char *file_argument(const char *arg, const char *flag)
@@ -440,7 +442,7 @@ int main(int argc, char **argv)
         ort->ReleaseTensorTypeAndShapeInfo(info);
     }
     if (maps != NULL) {
-        copy_file("/proc/self/maps", maps);
+        copy_maps(maps);
     }
     if (timings) { /* off in counted runs: printing a time's digits executes a time-dependent number of instructions */
         printf("session_us %lld\nrun_us %lld\n", (long long)session_us, (long long)run_us);
