@@ -27,7 +27,6 @@ from pytest_rvv.compile.phases import (
     group_key,
     retarget,
     shared_groups,
-    shares_phases,
 )
 from pytest_rvv.compile.ukernels import INTERMEDIATES, enables_ukernels, load_ukernels, record_ukernels
 from pytest_rvv.config.targets import HOST, Target
@@ -227,7 +226,7 @@ class Compiler:
         """This target's copy of its global group's global-optimization phase in ``tmp``; None when the target
         shares none in this run, its probe says the toolchain reads the target there, or the phase cannot be shared.
         ``machine``: the host's CPU, for a target that compiles for it (its attribute names that CPU)."""
-        if global_key(flags) not in self.global_shared or not shares_phases(flags):
+        if global_key(flags) not in self.global_shared:
             return None
         probed = self._probe(flags, machine)
         if probed is None:

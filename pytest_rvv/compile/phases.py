@@ -4,12 +4,11 @@ global optimization per model for every target (issue 50).
 ``iree-compile --compile-to=executable-sources`` stops before codegen. Its output depends on the target through one
 value only, the ``#hal.executable.target<...>`` attribute the device and every executable variant carry, as long as
 the triple, the ABI and every other flag are the same (a *group*: rv64gc, rv64gcv-zvl128b/256b/512b and rva23u64 are
-one; a data-tiling path, the host and aarch64 are each their own; an inner-tiled path shares no phase:
-``UNSHARED_PATHS``). So the group's targets share that phase: it is compiled once (``--mlir-print-debuginfo`` keeps
-the input's locations, which the module's debug info names), the attribute is swapped for each target's own (read
-from the probe below), and ``--compile-from=executable-sources`` does the codegen. The module is byte-identical to a
-full compile: ``tests/test_compile_phases.py`` holds that for every built-in group. A phase that does not carry
-exactly one device attribute is not shared (the full compile runs).
+one; a data-tiling path, the host and aarch64 are each their own). So the group's targets share that phase: it is
+compiled once (``--mlir-print-debuginfo`` keeps the input's locations, which the module's debug info names), the
+attribute is swapped for each target's own (read from the probe below), and ``--compile-from=executable-sources``
+does the codegen. The module is byte-identical to a full compile: ``tests/test_compile_phases.py`` holds that for
+every built-in group. A phase that does not carry exactly one device attribute is not shared (the full compile runs).
 
 One step earlier, ``--compile-to=global-optimization`` (most of it the evaluation of constants at compile time) does
 not read the target at all in iree-compile 3.9 to 3.13: riscv64, aarch64 and x86_64, with and without data tiling, give
@@ -31,13 +30,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pytest_rvv.base.store import digest
-from pytest_rvv.config.paths import path_of, without_path
+from pytest_rvv.config.paths import without_path
 
 PHASE = "executable-sources"
 GLOBAL_PHASE = "global-optimization"
-# paths whose codegen from a phase's text is not the full compile's: inner-tiled (iree-compile 3.13) tiles the unpack
-# of a loop's 1x8 matmul result [1, 32] in a full compile and [1, 1] from either phase's text, even its own
-UNSHARED_PATHS = ("inner-tiled",)
 # flags that pick the CPU within a triple and ABI: the only ones a shared phase may differ in
 CPU_FLAGS = ("--iree-llvmcpu-target-cpu-features=", "--iree-llvmcpu-target-cpu=")
 # flags that say where the code runs: with the matmul path's, those a shared global phase may differ in
@@ -70,15 +66,9 @@ def group_key(flags: Iterable[str]) -> tuple[str, ...]:
     return tuple(f for f in flags if not f.startswith(CPU_FLAGS))
 
 
-def shares_phases(flags: Sequence[str]) -> bool:
-    """False for a target on a path whose modules a phase's text does not make byte for byte (``UNSHARED_PATHS``)."""
-    return path_of(flags) not in UNSHARED_PATHS
-
-
 def shared_groups(flag_lists: Iterable[Sequence[str]]) -> frozenset[tuple[str, ...]]:
-    """The groups two or more of ``flag_lists`` fall in: only those gain from a shared phase (never on a path that
-    is configured differently from its own executable-sources text: ``shares_phases``)."""
-    counts = Counter(group_key(flags) for flags in flag_lists if shares_phases(flags))
+    """The groups two or more of ``flag_lists`` fall in: only those gain from a shared phase."""
+    counts = Counter(group_key(flags) for flags in flag_lists)
     return frozenset(key for key, n in counts.items() if n > 1)
 
 
@@ -92,8 +82,7 @@ def global_groups(flag_lists: Iterable[Sequence[str]],
                   shared: frozenset[tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
     """The global groups two or more compiles of ``flag_lists`` start from: a target outside the ``shared``
     executable-sources groups is one, and each such group is one (its phase is made once)."""
-    units = {group_key(flags) if group_key(flags) in shared else tuple(flags)
-             for flags in flag_lists if shares_phases(flags)}
+    units = {group_key(flags) if group_key(flags) in shared else tuple(flags) for flags in flag_lists}
     counts = Counter(global_key(unit) for unit in units)
     return frozenset(key for key, n in counts.items() if n > 1)
 
