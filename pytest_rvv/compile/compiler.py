@@ -207,7 +207,8 @@ class Compiler:
         """This target's copy of its group's executable-sources phase in ``tmp`` (made from the global phase when
         that is shared too); None when the target shares no phase in this run, or the phase cannot be shared."""
         group = group_key(flags)
-        if group not in self.shared:
+        probed = self._probe(flags) if group in self.shared else None
+        if probed is None:
             return None
         key = digest(["phase-v1", PHASE, imported.sha256, self.toolchain.compiler_version, *group])
 
@@ -219,7 +220,7 @@ class Compiler:
             return ([source.name, *flags, f"--compile-from={GLOBAL_PHASE}", f"--compile-to={PHASE}"], source.parent,
                     global_s)
 
-        return self._phase(key, PHASE, "sources.mlir", imported, flags, argv, tmp)
+        return self._phase(key, PHASE, "sources.mlir", imported, probed[0], argv, tmp)
 
     def _global_phase(self, imported: ImportedModel, flags: list[str], tmp: Path,
                       machine: Sequence[str] = ()) -> _Phase | None:
@@ -240,14 +241,14 @@ class Compiler:
             return ([imported.path.name, *flags, f"--compile-to={GLOBAL_PHASE}", "--mlir-print-op-generic"],
                     imported.path.parent, 0.0)
 
-        return self._phase(key, GLOBAL_PHASE, "global.mlir", imported, flags, argv, tmp, machine)
+        return self._phase(key, GLOBAL_PHASE, "global.mlir", imported, probed[0], argv, tmp)
 
-    def _phase(self, key: str, name: str, file: str, imported: ImportedModel, flags: list[str],
-               argv: Callable[[Path], tuple[list[str | Path], Path, float]], tmp: Path,
-               machine: Sequence[str] = ()) -> _Phase | None:
+    def _phase(self, key: str, name: str, file: str, imported: ImportedModel, wanted: str,
+               argv: Callable[[Path], tuple[list[str | Path], Path, float]], tmp: Path) -> _Phase | None:
         """Compile the phase ``name`` once (cached by ``key``; ``argv(out)``: its arguments, folder and the CPU of
-        the phase it starts from) and copy it into ``tmp`` retargeted for ``flags``, with its CPU seconds (counted in
-        every module made from it: ``compile_s`` stays the CPU a module costs from its import)."""
+        the phase it starts from) and copy it into ``tmp`` retargeted to the target attribute ``wanted``, with its
+        CPU seconds (counted in every module made from it: ``compile_s`` stays the CPU a module costs from its
+        import)."""
 
         def build(out: Path) -> dict[str, object]:
             sources = out / file
@@ -273,11 +274,8 @@ class Compiler:
         entry = self.store.get_or_build("phases", key, build)
         if entry.meta.get("status") != "ok":
             return None
-        probed = self._probe(flags, machine)  # only a phase that can be shared needs the target's attribute
-        if probed is None:
-            return None
         copy = tmp / file
-        retarget(entry.file(file), str(entry.meta["attribute"]), probed[0], copy)
+        retarget(entry.file(file), str(entry.meta["attribute"]), wanted, copy)
         return copy, float(entry.meta["phase_s"]), f"shared {name} phase {key[:12]}, compiled from it", name
 
     def _probe(self, flags: list[str], machine: Sequence[str] = ()) -> tuple[str, str] | None:
