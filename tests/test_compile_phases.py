@@ -147,7 +147,7 @@ def test_targets_that_differ_in_where_the_code_runs_and_its_matmul_path_start_fr
 def test_every_module_made_from_the_global_phase_is_the_full_compile_byte_for_byte(made, imported, tmp_path):
     model = imported[1] if made == "convmm" else Compiler(find_toolchain(), Store(tmp_path / "import")).import_onnx(
         "gru", gru_model(tmp_path / "gru.onnx"), 17)
-    # (not the GRU on the inner-tiled path: iree-compile 3.13 makes 4 different modules of it in 12 full compiles)
+    # (not the GRU on the inner-tiled path: iree-compile 3.13 made 4 different modules of it in 9 full compiles: ci.md)
     targets = [KNOWN[name] for name in (ACROSS if made == "convmm" else ("rv64gc", "rv64gcv-zvl256b", "aarch64",
                                                                          "rv64gcv-zvl256b-mmt4d", "host"))]
     shared = Compiler(find_toolchain(), Store(tmp_path / "shared"), targets=targets)
