@@ -50,13 +50,14 @@ SRC
     fi
     log "apt-get update"
     $SUDO apt-get update -qq
+    # libtcmalloc-minimal4: the wheels' iree-compile runs on it (the same modules for 7 % less CPU: docs/ci.md)
     log "installing cross binutils, riscv64 cross gcc, arm64 cross runtime libraries and QEMU build dependencies"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
         binutils-riscv64-linux-gnu binutils-aarch64-linux-gnu gcc-riscv64-linux-gnu libc6-dev-riscv64-cross \
         g++-riscv64-linux-gnu clang-22 llvm-22 git openssh-client openssh-server chromium \
         libc6-arm64-cross libstdc++6-arm64-cross \
         gcc libc6-dev make pkg-config ninja-build libglib2.0-dev xz-utils dpkg-dev \
-        python3-venv python3-dev >/dev/null
+        python3-venv python3-dev libtcmalloc-minimal4 >/dev/null
 }
 
 # QEMU's own code compiled for x86-64-v3 (AVX2, FMA) where the host runs it: QEMU's JIT emits AVX2 and leaves the

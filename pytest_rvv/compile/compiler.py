@@ -16,6 +16,7 @@ from pytest_rvv.base.errors import CompileFailed, ImportFailed, ToolMissing, fir
 from pytest_rvv.base.process import ProcessResult, run_process
 from pytest_rvv.base.stages import Stages
 from pytest_rvv.base.store import Store, content_sha, digest
+from pytest_rvv.base.tools import allocator_env
 from pytest_rvv.compile.phases import (
     GLOBAL_PHASE,
     PHASE,
@@ -169,7 +170,7 @@ class Compiler:
             if ukernels:  # the optimized IR still names the microkernels LLVM inlined (compile/ukernels.py)
                 argv[-2:-2] = [f"--iree-hal-dump-executable-intermediates-to={tmp / INTERMEDIATES}"]
             start = time.perf_counter()
-            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S, cwd=cwd)
+            result = run_process(argv, timeout_s=COMPILE_TIMEOUT_S, env=self._env(), cwd=cwd)
             elapsed = round(time.perf_counter() - start, 3)
             if phase is not None:
                 phase[0].unlink()
@@ -255,7 +256,7 @@ class Compiler:
             args, cwd, before_s = argv(out)
             # --mlir-print-debuginfo keeps the input's locations, which the module's debug info names
             command = [self.toolchain.iree_compile, *args, "--mlir-print-debuginfo", "-o", sources]
-            result = run_process(command, timeout_s=COMPILE_TIMEOUT_S, cwd=cwd)
+            result = run_process(command, timeout_s=COMPILE_TIMEOUT_S, env=self._env(), cwd=cwd)
             for start in out.glob("*.mlir"):  # the phase this one started from: not part of the entry
                 if start != sources:
                     start.unlink()
@@ -278,6 +279,11 @@ class Compiler:
         retarget(entry.file(file), str(entry.meta["attribute"]), wanted, copy)
         return copy, float(entry.meta["phase_s"]), f"shared {name} phase {key[:12]}, compiled from it", name
 
+    def _env(self) -> dict[str, str] | None:
+        """iree-compile's environment: the wheels' compiler runs on tcmalloc (base/tools.py), a user's own build on
+        the allocator it was built with (a sanitizer build must not be given another one)."""
+        return allocator_env() if self.toolchain.build_dir is None else None
+
     def _probe(self, flags: list[str], machine: Sequence[str] = ()) -> tuple[str, str] | None:
         """The target attribute iree-compile gives the device of ``flags`` and the fingerprint of its global phase
         (compile/phases.py ``PROBE``), or None when the probe does not compile to one device."""
@@ -286,7 +292,7 @@ class Compiler:
         def build(tmp: Path) -> dict[str, object]:
             (tmp / "probe.mlir").write_text(PROBE)
             result = run_process([self.toolchain.iree_compile, "probe.mlir", *flags, f"--compile-to={GLOBAL_PHASE}",
-                                  "-o", "probe.out.mlir"], timeout_s=COMPILE_TIMEOUT_S, cwd=tmp)
+                                  "-o", "probe.out.mlir"], timeout_s=COMPILE_TIMEOUT_S, env=self._env(), cwd=tmp)
             out = tmp / "probe.out.mlir"
             text = out.read_text() if result.ok and out.exists() else ""
             attribute = device_attribute(text)
