@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rvv.base.errors import ConfigError
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store
-from pytest_rvv.base.tools import ALLOCATOR_ENV, TCMALLOC, allocator_env
+from pytest_rvv.base.tools import TCMALLOC, allocator_env
 from pytest_rvv.compile.compiler import Compiler
+from pytest_rvv.config.settings import ALLOCATOR_ENV, allocator
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.toolchain.toolchain import find_toolchain
 from tests.test_compile_phases import conv_matmul_model
@@ -43,9 +45,17 @@ def test_a_tool_runs_on_tcmalloc_beside_a_users_own_preload(monkeypatch):
 
 
 def test_system_runs_iree_compile_on_its_own_malloc(monkeypatch):
-    monkeypatch.setenv(ALLOCATOR_ENV, "system")
-    assert allocator_env() is None
-    assert "tcmalloc" not in _mapped(allocator_env())
+    assert allocator() == "tcmalloc"
+    monkeypatch.setenv(ALLOCATOR_ENV, "System")
+    assert allocator() == "system"
+    assert allocator_env(allocator()) is None
+    assert "tcmalloc" not in _mapped(allocator_env(allocator()))
+
+
+def test_an_unknown_allocator_is_one_line_naming_the_variable(monkeypatch):
+    monkeypatch.setenv(ALLOCATOR_ENV, "jemalloc")
+    with pytest.raises(ConfigError, match=r"^PYTEST_RVV_ALLOCATOR=jemalloc: use tcmalloc \(the default\) or system"):
+        allocator()
 
 
 @NEEDS_TCMALLOC
@@ -54,11 +64,11 @@ def test_a_module_compiled_on_tcmalloc_is_the_system_mallocs_byte_for_byte(targe
     model = conv_matmul_model(tmp_path / "convmm.onnx")
     toolchain = find_toolchain()
     modules = {}
-    for allocator in ("tcmalloc", "system"):
-        monkeypatch.setenv(ALLOCATOR_ENV, allocator)
-        compiler = Compiler(toolchain, Store(tmp_path / allocator), targets=[BUILTIN_TARGETS[target]])
+    for malloc in ("tcmalloc", "system"):
+        monkeypatch.setenv(ALLOCATOR_ENV, malloc)
+        compiler = Compiler(toolchain, Store(tmp_path / malloc), targets=[BUILTIN_TARGETS[target]])
         artifact = compiler.compile("convmm", compiler.import_onnx("convmm", model, 17), BUILTIN_TARGETS[target])
-        modules[allocator] = [artifact.path.read_bytes(), *(p.read_bytes() for p in artifact.executables)]
+        modules[malloc] = [artifact.path.read_bytes(), *(p.read_bytes() for p in artifact.executables)]
     assert modules["tcmalloc"] == modules["system"]
 
 

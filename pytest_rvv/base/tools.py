@@ -39,7 +39,6 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 
 TCMALLOC = "tcmalloc_minimal"  # gperftools' allocator (Debian: libtcmalloc-minimal4, installed by scripts/setup.sh)
-ALLOCATOR_ENV = "PYTEST_RVV_ALLOCATOR"  # "system": iree-compile on its own malloc
 
 
 @functools.cache
@@ -48,17 +47,19 @@ def _tcmalloc() -> str | None:
     return ctypes.util.find_library(TCMALLOC)
 
 
-def allocator_env() -> dict[str, str] | None:
-    """The environment iree-compile runs in: this one with tcmalloc preloaded, where it is installed and
-    ``PYTEST_RVV_ALLOCATOR`` is not ``system``; None (this environment as it is) otherwise.
+def allocator_env(allocator: str = "tcmalloc") -> dict[str, str] | None:
+    """The environment iree-compile runs in: this one with tcmalloc preloaded (after any preload of the user's), for
+    ``allocator`` ``tcmalloc`` where it is installed; None (this environment as it is) otherwise.
 
     The same bytes for less CPU: MLIR and LLVM allocate small objects all the time, and glibc's malloc is the slower
     for it (docs/ci.md: the default suites' compiles 7 % less CPU, a whole mobilenetv2 compile 16 %); the modules and
     phases are unchanged, so no cache key names it. llvm-mca gains nothing from it (measured) and keeps glibc's.
     """
-    library = None if os.environ.get(ALLOCATOR_ENV, "").strip().lower() == "system" else _tcmalloc()
+    library = _tcmalloc() if allocator == "tcmalloc" else None
     if library is None:
         return None
-    preload = " ".join(p for p in (os.environ.get("LD_PRELOAD", ""), library) if p)
+    env = dict(os.environ)  # passed through to the child, the user's own LD_PRELOAD first
+    env["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD", ""), library) if p)
     # tcmalloc reports each allocation of 1 GiB or more on stderr, which the compiler's errors are read from
-    return {**os.environ, "LD_PRELOAD": preload, "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD": str(1 << 62)}
+    env["TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD"] = str(1 << 62)
+    return env

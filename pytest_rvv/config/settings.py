@@ -135,6 +135,8 @@ TOOLS_DIR_ENV = "PYTEST_RVV_TOOLS_DIR"
 CACHE_HOME_ENV = "XDG_CACHE_HOME"
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 DEBIAN_MIRROR_ENV = "PYTEST_RVV_DEBIAN_MIRROR"
+ALLOCATOR_ENV = "PYTEST_RVV_ALLOCATOR"
+ALLOCATORS = ("tcmalloc", "system")
 IREE_GIT_URL = "https://github.com/iree-org/iree.git"
 
 
@@ -161,6 +163,8 @@ VARIABLES: tuple[Variable, ...] = (
              "no job summary"),
     Variable(DEBIAN_MIRROR_ENV, "the Debian mirror the peers' riscv64 builds (ONNX Runtime, OpenBLAS, ggml) and their "
              "riscv64 libraries are fetched from (toolchain/debian_sysroot.py)", "http://deb.debian.org/debian"),
+    Variable(ALLOCATOR_ENV, "the malloc the wheels' iree-compile runs on: `tcmalloc` (the same modules for less CPU: "
+             "docs/ci.md) or `system` (glibc's)", "tcmalloc where libtcmalloc-minimal4 is installed, else system"),
 )
 DECLARED = frozenset({o.env for o in OPTIONS if o.env} | {v.name for v in VARIABLES})
 
@@ -173,6 +177,14 @@ def environment(name: str) -> str | None:
     if name not in DECLARED:
         raise KeyError(f"{name} is not declared in config/settings.py (OPTIONS or VARIABLES)")
     return os.environ.get(name) or None
+
+
+def allocator() -> str:
+    """``PYTEST_RVV_ALLOCATOR``: ``tcmalloc`` (the default) or ``system``; anything else is one ConfigError line."""
+    given = (environment(ALLOCATOR_ENV) or ALLOCATORS[0]).strip().lower()
+    if given not in ALLOCATORS:
+        raise ConfigError(f"{ALLOCATOR_ENV}={given}: use tcmalloc (the default) or system (glibc's malloc)")
+    return given
 
 
 def default_cache_dir() -> Path:
