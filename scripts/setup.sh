@@ -50,14 +50,13 @@ SRC
     fi
     log "apt-get update"
     $SUDO apt-get update -qq
-    # libtcmalloc-minimal4: the wheels' iree-compile runs on it (the same modules for 7 % less CPU: docs/ci.md)
     log "installing cross binutils, riscv64 cross gcc, arm64 cross runtime libraries and QEMU build dependencies"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
         binutils-riscv64-linux-gnu binutils-aarch64-linux-gnu gcc-riscv64-linux-gnu libc6-dev-riscv64-cross \
         g++-riscv64-linux-gnu clang-22 llvm-22 git openssh-client openssh-server chromium \
         libc6-arm64-cross libstdc++6-arm64-cross \
         gcc libc6-dev make pkg-config ninja-build libglib2.0-dev xz-utils dpkg-dev \
-        python3-venv python3-dev libtcmalloc-minimal4 >/dev/null
+        python3-venv python3-dev >/dev/null
 }
 
 # QEMU's own code compiled for x86-64-v3 (AVX2, FMA) where the host runs it: QEMU's JIT emits AVX2 and leaves the
@@ -160,12 +159,37 @@ setup_peers() {
     fi
 }
 
+# gperftools' tcmalloc for the wheels' iree-compile (the same modules for 7 % less CPU: docs/ci.md), unpacked from
+# Debian's libtcmalloc-minimal4 into the tools folder, not installed: a library installed on the host enters the host's
+# /etc/ld.so.cache, which the peers' riscv64 guests read (their sysroots have none) and which moves their counted work
+setup_tcmalloc() {
+    local dir="$TOOLS_DIR/tcmalloc"
+    if [ -f "$dir/libtcmalloc_minimal.so.4" ]; then
+        log "tcmalloc already in $dir"
+        return
+    fi
+    local work
+    work=$(mktemp -d)
+    (cd "$work" && apt-get download -qq libtcmalloc-minimal4 >/dev/null 2>&1) \
+        || { rm -rf "$work"; log "could not download libtcmalloc-minimal4: iree-compile runs on glibc's malloc"; return; }
+    dpkg-deb -x "$work"/libtcmalloc-minimal4_*.deb "$work/x"
+    mkdir -p "$TOOLS_DIR"
+    local staging="$dir.partial.$$"
+    rm -rf "$staging"
+    mkdir -p "$staging"
+    cp -L "$(find "$work/x" -name 'libtcmalloc_minimal.so.4' | head -n 1)" "$staging/libtcmalloc_minimal.so.4"
+    rm -rf "$dir" && mv "$staging" "$dir"
+    rm -rf "$work"
+    log "tcmalloc unpacked into $dir"
+}
+
 case "${1:-all}" in
     system) setup_system ;;
     qemu) setup_qemu ;;
     python) setup_python ;;
     runtime) setup_runtime ;;
     peers) setup_peers ;;
-    all) setup_system; setup_qemu; setup_python; setup_runtime; setup_peers ;;
-    *) echo "usage: $0 [all|system|qemu|python|runtime|peers]" >&2; exit 2 ;;
+    tcmalloc) setup_tcmalloc ;;
+    all) setup_system; setup_qemu; setup_tcmalloc; setup_python; setup_runtime; setup_peers ;;
+    *) echo "usage: $0 [all|system|qemu|tcmalloc|python|runtime|peers]" >&2; exit 2 ;;
 esac

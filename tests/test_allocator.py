@@ -4,7 +4,6 @@ CPU over the default suites)."""
 
 from __future__ import annotations
 
-import ctypes.util
 import dataclasses
 from pathlib import Path
 
@@ -15,13 +14,14 @@ from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store
 from pytest_rvv.base.tools import TCMALLOC, allocator_env
 from pytest_rvv.compile.compiler import Compiler
-from pytest_rvv.config.settings import ALLOCATOR_ENV, allocator
+from pytest_rvv.config.settings import ALLOCATOR_ENV, allocator, default_tools_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.toolchain.toolchain import find_toolchain
 from tests.test_compile_phases import conv_matmul_model
 
-NEEDS_TCMALLOC = pytest.mark.skipif(ctypes.util.find_library(TCMALLOC) is None,
-                                    reason="libtcmalloc-minimal4 is not installed (scripts/setup.sh installs it)")
+NEEDS_TCMALLOC = pytest.mark.skipif(
+    not (default_tools_dir() / TCMALLOC).is_file(),
+    reason="no tcmalloc in the tools folder: `bash scripts/setup.sh tcmalloc` puts it there")
 
 
 @pytest.fixture(autouse=True)
@@ -37,9 +37,9 @@ def _mapped(env: dict[str, str] | None) -> str:
 @NEEDS_TCMALLOC
 def test_a_tool_runs_on_tcmalloc_beside_a_users_own_preload(monkeypatch):
     monkeypatch.setenv("LD_PRELOAD", "libm.so.6")
-    env = allocator_env()
+    env = allocator_env("tcmalloc", default_tools_dir())
     assert env is not None
-    assert env["LD_PRELOAD"].split() == ["libm.so.6", "libtcmalloc_minimal.so.4"]
+    assert env["LD_PRELOAD"].split() == ["libm.so.6", str(default_tools_dir() / TCMALLOC)]
     maps = _mapped(env)
     assert "libtcmalloc_minimal.so.4" in maps and "libm.so.6" in maps
 
@@ -48,8 +48,8 @@ def test_system_runs_iree_compile_on_its_own_malloc(monkeypatch):
     assert allocator() == "tcmalloc"
     monkeypatch.setenv(ALLOCATOR_ENV, "System")
     assert allocator() == "system"
-    assert allocator_env(allocator()) is None
-    assert "tcmalloc" not in _mapped(allocator_env(allocator()))
+    assert allocator_env(allocator(), default_tools_dir()) is None
+    assert "tcmalloc" not in _mapped(allocator_env(allocator(), default_tools_dir()))
 
 
 def test_an_unknown_allocator_is_one_line_naming_the_variable(monkeypatch):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes.util
 import functools
 import os
 import re
@@ -38,28 +37,23 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(g) for g in match.groups() if g is not None) if match else ()
 
 
-TCMALLOC = "tcmalloc_minimal"  # gperftools' allocator (Debian: libtcmalloc-minimal4, installed by scripts/setup.sh)
+TCMALLOC = Path("tcmalloc") / "libtcmalloc_minimal.so.4"  # in the tools folder: scripts/setup.sh unpacks it there
 
 
-@functools.cache
-def _tcmalloc() -> str | None:
-    """tcmalloc's file name as the dynamic loader finds it (``libtcmalloc_minimal.so.4``), or None."""
-    return ctypes.util.find_library(TCMALLOC)
-
-
-def allocator_env(allocator: str = "tcmalloc") -> dict[str, str] | None:
-    """The environment iree-compile runs in: this one with tcmalloc preloaded (after any preload of the user's), for
-    ``allocator`` ``tcmalloc`` where it is installed; None (this environment as it is) otherwise.
+def allocator_env(allocator: str, tools_dir: Path) -> dict[str, str] | None:
+    """The environment iree-compile runs in: this one with the tools folder's tcmalloc preloaded (after any preload of
+    the user's), for ``allocator`` ``tcmalloc`` where setup unpacked it; None (this environment as it is) otherwise.
 
     The same bytes for less CPU: MLIR and LLVM allocate small objects all the time, and glibc's malloc is the slower
     for it (docs/ci.md: the default suites' compiles 7 % less CPU, a whole mobilenetv2 compile 16 %); the modules and
     phases are unchanged, so no cache key names it. llvm-mca gains nothing from it (measured) and keeps glibc's.
+    It is never looked up on the host's library path: scripts/setup.sh says why.
     """
-    library = _tcmalloc() if allocator == "tcmalloc" else None
-    if library is None:
+    library = tools_dir / TCMALLOC
+    if allocator != "tcmalloc" or not library.is_file():
         return None
     env = dict(os.environ)  # passed through to the child, the user's own LD_PRELOAD first
-    env["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD", ""), library) if p)
+    env["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD", ""), str(library)) if p)
     # tcmalloc reports each allocation of 1 GiB or more on stderr, which the compiler's errors are read from
     env["TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD"] = str(1 << 62)
     return env

@@ -30,7 +30,7 @@ from pytest_rvv.compile.phases import (
     shared_groups,
 )
 from pytest_rvv.compile.ukernels import INTERMEDIATES, enables_ukernels, load_ukernels, record_ukernels
-from pytest_rvv.config.settings import allocator
+from pytest_rvv.config.settings import allocator, default_tools_dir
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.toolchain.toolchain import Toolchain
 
@@ -283,7 +283,7 @@ class Compiler:
     def _env(self) -> dict[str, str] | None:
         """iree-compile's environment: the wheels' compiler runs on tcmalloc (base/tools.py), a user's own build on
         the allocator it was built with (a sanitizer build must not be given another one)."""
-        return allocator_env(allocator()) if self.toolchain.build_dir is None else None
+        return allocator_env(allocator(), default_tools_dir()) if self.toolchain.build_dir is None else None
 
     def _probe(self, flags: list[str], machine: Sequence[str] = ()) -> tuple[str, str] | None:
         """The target attribute iree-compile gives the device of ``flags`` and the fingerprint of its global phase

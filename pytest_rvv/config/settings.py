@@ -164,7 +164,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(DEBIAN_MIRROR_ENV, "the Debian mirror the peers' riscv64 builds (ONNX Runtime, OpenBLAS, ggml) and their "
              "riscv64 libraries are fetched from (toolchain/debian_sysroot.py)", "http://deb.debian.org/debian"),
     Variable(ALLOCATOR_ENV, "the malloc the wheels' iree-compile runs on: `tcmalloc` (the same modules for less CPU: "
-             "docs/ci.md) or `system` (glibc's)", "tcmalloc where libtcmalloc-minimal4 is installed, else system"),
+             "docs/ci.md) or `system` (glibc's)", "tcmalloc where scripts/setup.sh unpacked it into the tools folder"),
 )
 DECLARED = frozenset({o.env for o in OPTIONS if o.env} | {v.name for v in VARIABLES})
 
