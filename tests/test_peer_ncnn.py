@@ -141,6 +141,17 @@ def test_the_guest_reads_the_modelled_parts_caches_not_the_hosts(tmp_path: Path)
     assert seen.split() == ["0-7", "32K", "512K", "f0", "0K", "1600000"]
 
 
+def test_the_guests_loader_cache_is_the_sysroots_empty_one_not_the_hosts(tmp_path: Path):
+    """Without a loader cache of its own the riscv64 loader reads the host's /etc/ld.so.cache (qemu -L finds none under
+    the root), and installing a library on the host (tcmalloc) moved OpenBLAS's and ONNX Runtime's work per call."""
+    runner = runner_for("rv64gcv-zvl256b")
+    argv = [str(runner.qemu.path), "-cpu", runner.target.emulator_cpu, "-L", str(runner.sysroot.path),
+            str(runner.sysroot.path / PYTHON), "-S", "-B", "-c", "print(len(open('/etc/ld.so.cache', 'rb').read()))"]
+    seen = subprocess.run(argv, capture_output=True, text=True, env={}, cwd=tmp_path, check=True).stdout
+    assert Path("/etc/ld.so.cache").stat().st_size > 0  # the host has one, which the guest would otherwise read
+    assert seen.split() == ["0"]
+
+
 def test_what_ncnn_cannot_run_is_one_line_naming_the_model(tmp_path: Path):
     runner = runner_for("rv64gcv-zvl256b")
     model = convs_model(tmp_path / "convs.onnx")

@@ -21,7 +21,7 @@ from pytest_rvv.run.matmul_peer import MatmulLibrary, MatmulRunner
 from pytest_rvv.toolchain.debian_sysroot import LIBDIR, SysrootRecipe, guest_cpu_files
 
 OPENBLAS_SYSROOT = SysrootRecipe("OpenBLAS", "openblas", "0.3.29", "libopenblas0-pthread", ("libopenblas0-pthread",),
-                                 f"{LIBDIR}/openblas-pthread/libopenblas.so.0", "", "peer-openblas-sysroot-v2",
+                                 f"{LIBDIR}/openblas-pthread/libopenblas.so.0", "", "peer-openblas-sysroot-v3",
                                  files=guest_cpu_files())  # v2: the modelled part's sysfs, not the host's
 OPENBLAS_LIBRARY = MatmulLibrary(
     "OpenBLAS", OPENBLAS_SYSROOT, "blas_harness.c", "blas-harness-rv64gc-v2", "DYNAMIC_ARCH; sgemm, sgemv at M=1",

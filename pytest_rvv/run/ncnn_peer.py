@@ -60,7 +60,7 @@ GUEST_STATUS = "Name:\tpython3.13\nState:\tR (running)\nTgid:\t1000\nPid:\t1000\
 # and the modelled part's /sys/devices/system/cpu, not the host's: ncnn sizes its work by the L2 and L3 it reads there
 # (debian_sysroot.guest_cpu_files; v3)
 PYTHON_SYSROOT = SysrootRecipe("Python", "python3.13", "3.13.5", "python3.13-minimal",
-                               ("python3.13-minimal", "libstdc++6"), PYTHON, "", "peer-ncnn-python-v3",
+                               ("python3.13-minimal", "libstdc++6"), PYTHON, "", "peer-ncnn-python-v4",
                                files=(("proc/self/status", GUEST_STATUS), *guest_cpu_files()))
 HARNESS = "ncnn_harness.py"
 RUN_RECIPE = "ncnn-run-v4"  # how the guest is started (v2: Python's argv[0] absolute, its hash seed from QEMU's -E;
