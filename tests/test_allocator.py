@@ -1,4 +1,4 @@
-"""Specification: the wheels' iree-compile runs on tcmalloc where it is installed and makes the same bytes as on the
+"""Specification: the wheels' iree-compile runs on tcmalloc where setup unpacked it and makes the same bytes as on the
 system's malloc; a user's own build runs on its own (base/tools.py ``allocator_env``; docs/ci.md: 7 % less compile
 CPU over the default suites)."""
 

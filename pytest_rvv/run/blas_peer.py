@@ -22,7 +22,7 @@ from pytest_rvv.toolchain.debian_sysroot import LIBDIR, SysrootRecipe, guest_cpu
 
 OPENBLAS_SYSROOT = SysrootRecipe("OpenBLAS", "openblas", "0.3.29", "libopenblas0-pthread", ("libopenblas0-pthread",),
                                  f"{LIBDIR}/openblas-pthread/libopenblas.so.0", "", "peer-openblas-sysroot-v3",
-                                 files=guest_cpu_files())  # v2: the modelled part's sysfs, not the host's
+                                 files=guest_cpu_files())  # v2: the part's sysfs; v3: GUEST_FILES
 OPENBLAS_LIBRARY = MatmulLibrary(
     "OpenBLAS", OPENBLAS_SYSROOT, "blas_harness.c", "blas-harness-rv64gc-v2", "DYNAMIC_ARCH; sgemm, sgemv at M=1",
     lambda sysroot: [f'-DBLAS_LIBRARY="/{sysroot.recipe.library}"', "-ldl"])

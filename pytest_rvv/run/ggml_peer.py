@@ -23,7 +23,7 @@ from pytest_rvv.run.matmul_peer import MatmulLibrary, MatmulRunner
 from pytest_rvv.toolchain.debian_sysroot import LIBDIR, PeerSysroot, SysrootRecipe, guest_cpu_files
 
 GGML_SYSROOT = SysrootRecipe("ggml", "ggml", "0.27.0", "libggml0", ("libggml0",), f"{LIBDIR}/libggml.so.0", "",
-                             "peer-ggml-sysroot-v3", suite="sid", files=guest_cpu_files())  # v2: the part's sysfs
+                             "peer-ggml-sysroot-v3", suite="sid", files=guest_cpu_files())  # v2: sysfs; v3: GUEST_FILES
 
 
 def _link(sysroot: PeerSysroot) -> list[str]:

@@ -58,7 +58,7 @@ PYTHON = "usr/bin/python3.13"
 GUEST_STATUS = "Name:\tpython3.13\nState:\tR (running)\nTgid:\t1000\nPid:\t1000\nPPid:\t1\nTracerPid:\t0\nThreads:\t1\n"
 # Debian 13's riscv64 Python (the wheel is cp313; glibc 2.41 >= its 2.39) and the C++ runtime ncnn links
 # and the modelled part's /sys/devices/system/cpu, not the host's: ncnn sizes its work by the L2 and L3 it reads there
-# (debian_sysroot.guest_cpu_files; v3)
+# (debian_sysroot.guest_cpu_files; v3); v4: its own empty loader cache (debian_sysroot.GUEST_FILES)
 PYTHON_SYSROOT = SysrootRecipe("Python", "python3.13", "3.13.5", "python3.13-minimal",
                                ("python3.13-minimal", "libstdc++6"), PYTHON, "", "peer-ncnn-python-v4",
                                files=(("proc/self/status", GUEST_STATUS), *guest_cpu_files()))

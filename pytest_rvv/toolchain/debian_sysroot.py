@@ -39,6 +39,9 @@ ARCH = "riscv64"
 MIRROR = "http://deb.debian.org/debian"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 MARKER = ".pytest-rvv-sysroot.json"
+# in every sysroot: an empty loader cache of the guest's own. Without one the riscv64 loader reads the host's
+# /etc/ld.so.cache (qemu -L finds none under the root), and a library installed on the host moved a peer's work per call
+GUEST_FILES = (("etc/ld.so.cache", ""),)
 LIBDIR = "usr/lib/riscv64-linux-gnu"
 APT_TIMEOUT_S = 600.0
 TOOLS_FIX = "set PYTEST_RVV_TOOLS_DIR to a writable folder"
@@ -84,8 +87,7 @@ def guest_cpu_files(core: str = "spacemit-x60") -> tuple[tuple[str, str], ...]:
     call on nsnet2 moved by 733k instructions (-0.06 %) between a 2-core AMD EPYC and a 2-core Intel Xeon. So the guest
     sees the part the estimate models: its harts, each with its L1 data cache (and an L1 instruction cache of the same
     size), its L2 shared by a cluster (config/cores.py), its clock, and no L3 (an index3 of size 0K: the host's cannot
-    be hidden, only shadowed); a fixed vm.overcommit_memory; and an empty /etc/ld.so.cache (the host's moved the
-    peers' work: docs/peers.md)."""
+    be hidden, only shadowed); and a fixed vm.overcommit_memory."""
     part, caches, memory = CORES[core], cache_hierarchy(core), memory_timings(core)
     harts, cluster = part.harts or 1, memory.cluster
     khz = str(round(part.ghz * 1e6))
@@ -107,9 +109,7 @@ def guest_cpu_files(core: str = "spacemit-x60") -> tuple[tuple[str, str], ...]:
                   (f"sys/devices/system/cpu/cpufreq/stats/cpu{cpu}/time_in_state", f"{khz} 0\n"),
                   (f"{base}/topology/thread_siblings_list", f"{cpu}\n"),
                   (f"{base}/topology/core_siblings_list", f"0-{harts - 1}\n")]
-    # an empty loader cache of the guest's own: without one the riscv64 loader reads the host's /etc/ld.so.cache
-    # (qemu -L finds none under the root), and a library installed on the host moved a peer's work per call
-    return (*files, ("etc/ld.so.cache", ""))
+    return tuple(files)
 
 
 @dataclass(frozen=True)
@@ -229,7 +229,7 @@ def _prepare(recipe: SysrootRecipe, tools: Path, log) -> PeerSysroot:
             start = time.monotonic()
             packages = _fetch(recipe, staging, log)
             root = staging / "root"
-            for relative, text in recipe.files:
+            for relative, text in (*GUEST_FILES, *recipe.files):
                 (root / relative).parent.mkdir(parents=True, exist_ok=True)
                 (root / relative).write_text(text)
             marker = _marker(recipe, root, packages, round(time.monotonic() - start, 1))

@@ -37,7 +37,7 @@ LIBRARY = "libonnxruntime.so.1.21"  # the soname the harness loads
 ORT = SysrootRecipe("ONNX Runtime", "onnxruntime", ORT_VERSION, ORT_PACKAGE,
                     (ORT_PACKAGE, "libonnxruntime-dev"),  # the C API headers; it depends on the library only
                     f"{debian_sysroot.LIBDIR}/{LIBRARY}", "usr/include/onnxruntime/onnxruntime_c_api.h",
-                    "peer-ort-sysroot-v3", files=debian_sysroot.guest_cpu_files())  # v2: the part's sysfs
+                    "peer-ort-sysroot-v3", files=debian_sysroot.guest_cpu_files())  # v2: its sysfs; v3: GUEST_FILES
 damage = debian_sysroot.damage
 
 
