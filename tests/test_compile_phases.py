@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from pytest_rvv.base.errors import CompileFailed
 from pytest_rvv.base.store import Store
 from pytest_rvv.compile.compiler import Compiler, ImportedModel
-from pytest_rvv.compile.phases import global_groups, global_key, group_key, shared_groups
+from pytest_rvv.compile.phases import global_groups, global_key, group_key, occurrences, retarget, shared_groups
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.toolchain.toolchain import find_toolchain
@@ -113,6 +113,26 @@ def test_a_damaged_phase_is_compiled_again_and_the_module_is_still_the_full_comp
     assert len(phase.read_text()) > 1000  # compiled again
     expected, _ = _module(Compiler(find_toolchain(), Store(tmp_path / "full")), model, second)
     assert made == expected
+
+
+def test_a_copy_retargeted_by_its_kept_offsets_is_the_text_with_every_attribute_replaced(tmp_path):
+    given, wanted = '<"llvm-cpu", {cpu_features = "+v,+zvl256b"}>', '<"llvm-cpu", {cpu_features = "+v,+zvl512b,+zfh"}>'
+    # several variants, a location with a multi-byte name (byte offsets, not characters) and a long weight in hex
+    text = (f"#hal.device.target<\"local\", [#hal.executable.target{given}]>\n"
+            f'loc("w\u00e4gen.onnx":1:1) {given}{given}\n dense<"0x{"0A" * 300_000}">\n{given} end\n')
+    phase = tmp_path / "sources.mlir"
+    phase.write_text(text)
+    offsets = occurrences(phase, given)
+    assert len(offsets) == 4
+    for kept in (offsets, None):  # kept with the phase, or found again (an entry made before offsets were kept)
+        retarget(phase, given, wanted, tmp_path / "copy.mlir", kept)
+        assert (tmp_path / "copy.mlir").read_text() == text.replace(given, wanted)
+    retarget(phase, given, given, tmp_path / "same.mlir", offsets)
+    assert (tmp_path / "same.mlir").read_bytes() == phase.read_bytes()
+    with pytest.raises(ValueError, match="does not carry the target attribute"):  # offsets that miss it: refused
+        retarget(phase, given, wanted, tmp_path / "off.mlir", [offsets[0], offsets[1] + 1])
+    with pytest.raises(ValueError, match="does not carry the target attribute"):
+        retarget(phase, wanted, given, tmp_path / "none.mlir")
 
 
 def test_a_model_the_compiler_rejects_fails_with_the_full_compiles_line_when_its_targets_share_a_phase(tmp_path):

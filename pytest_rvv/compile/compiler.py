@@ -26,6 +26,7 @@ from pytest_rvv.compile.phases import (
     global_groups,
     global_key,
     group_key,
+    occurrences,
     retarget,
     shared_groups,
 )
@@ -271,13 +272,14 @@ class Compiler:
             if attribute is None:  # the full compile says why, or compiles what a phase cannot share
                 sources.unlink(missing_ok=True)
                 return {"status": "unshared", "error": first_lines(result.stderr, 3)}
-            return {"status": "ok", "attribute": attribute, "phase_s": round(result.cpu_s + before_s, 3)}
+            return {"status": "ok", "attribute": attribute, "phase_s": round(result.cpu_s + before_s, 3),
+                    "offsets": occurrences(sources, attribute)}
 
         entry = self.store.get_or_build("phases", key, build)
         if entry.meta.get("status") != "ok":
             return None
         copy = tmp / file
-        retarget(entry.file(file), str(entry.meta["attribute"]), wanted, copy)
+        retarget(entry.file(file), str(entry.meta["attribute"]), wanted, copy, entry.meta.get("offsets"))
         return copy, float(entry.meta["phase_s"]), f"shared {name} phase {key[:12]}, compiled from it", name
 
     def _env(self) -> dict[str, str] | None:
