@@ -27,7 +27,7 @@ from pytest_rvv.measure.disassembly import OUTSIDE, Instruction, disassemble
 from pytest_rvv.measure.dispatch_table import Attribution, Counts, CountsSnapshot
 from pytest_rvv.measure.plugin_output import Block, records
 from pytest_rvv.measure.plugin_output import block as block_record
-from pytest_rvv.measure.spills import Spill, spill_sites
+from pytest_rvv.measure.spills import Spill, library_spills
 from pytest_rvv.measure.static import dispatch_key, natural_order, share
 
 MIN_VOTES = 2  # translation blocks that must agree on where a dispatch library was loaded
@@ -125,6 +125,8 @@ class _Library:
     text: bytes
     instructions: Sequence[Instruction]
     addresses: list[int]
+    elf: Path
+    arch: str
 
     @classmethod
     def load(cls, elf: Path, arch: str) -> _Library:
@@ -134,12 +136,12 @@ class _Library:
                 raise RvvError(f"{elf}: no .text section")
             text_vaddr, text = section["sh_addr"], section.data()
         instructions = disassemble(elf, arch)
-        return cls(text_vaddr, text, instructions, [i.address for i in instructions])
+        return cls(text_vaddr, text, instructions, [i.address for i in instructions], Path(elf), arch)
 
     @functools.cached_property
     def spills(self) -> dict[int, Spill]:
         """Its vector spill and reload instructions by address (measure/spills.py)."""
-        return spill_sites(self.instructions)
+        return library_spills(self.elf, self.arch)
 
     @functools.cached_property
     def _offsets(self) -> dict[bytes, list[int]]:

@@ -11,11 +11,14 @@ objects (tests/test_spills.py: NumVRegSpilled equals the registers stored).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
-from pytest_rvv.measure.disassembly import Instruction
+from pytest_rvv.base.store import content_sha
+from pytest_rvv.measure.disassembly import Instruction, disassemble
 
 FRAME = frozenset({"sp", "s0", "fp"})
 # Instructions that compute an address from their sources (objdump prints addi as add, slli as sll).
@@ -61,3 +64,14 @@ def spill_sites(instructions: Iterable[Instruction]) -> dict[int, Spill]:
         else:
             frame.discard(rd)
     return sites
+
+
+def library_spills(elf: Path, arch: str) -> dict[int, Spill]:
+    """``spill_sites`` of a library's whole disassembly, once per library content in this process (static analysis
+    and the attribution of executed blocks share it, as they share the disassembly)."""
+    return _library_spills(Path(elf), content_sha(elf), arch)
+
+
+@functools.lru_cache(maxsize=16)
+def _library_spills(elf: Path, sha: str, arch: str) -> dict[int, Spill]:
+    return spill_sites(disassemble(elf, arch))

@@ -18,7 +18,7 @@ from pytest_rvv.compile.compiler import Artifact
 from pytest_rvv.config.targets import AARCH64, RISCV64
 from pytest_rvv.measure.classify import CLASSES, VECTOR_CLASSES, classify_aarch64, classify_riscv
 from pytest_rvv.measure.disassembly import OUTSIDE, disassemble, objdump_for
-from pytest_rvv.measure.spills import spill_sites
+from pytest_rvv.measure.spills import library_spills
 
 _DISPATCH = re.compile(r"(dispatch_\d+)_?(.*)$")
 
@@ -197,7 +197,7 @@ def _analyze(artifact: Artifact, arch: str) -> StaticAnalysis:
     library = FunctionCounts()
     for elf in artifact.executables:
         instructions = disassemble(elf, arch)
-        spills = spill_sites(instructions) if arch == RISCV64 else {}
+        spills = library_spills(elf, arch) if arch == RISCV64 else {}
         for insn in instructions:
             if arch == RISCV64:
                 cls, subclass = classify_riscv(insn.mnemonic)
