@@ -154,7 +154,8 @@ class RvvSession:
 
     @functools.cached_property
     def compiler(self) -> Compiler:
-        return Compiler(self.toolchain, self.store, self.stages, self.settings.targets)
+        return Compiler(self.toolchain, self.store, self.stages, self.settings.targets, self.settings.allocator,
+                        self.settings.tools_dir)
 
     @functools.cached_property
     def choice(self) -> RunnerChoice:

@@ -14,7 +14,7 @@ from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store
 from pytest_rvv.base.tools import TCMALLOC, allocator_env
 from pytest_rvv.compile.compiler import Compiler
-from pytest_rvv.config.settings import ALLOCATOR_ENV, allocator, default_tools_dir
+from pytest_rvv.config.settings import ALLOCATOR_ENV, Settings, allocator, default_tools_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
 from pytest_rvv.toolchain.toolchain import find_toolchain
 from tests.test_compile_phases import conv_matmul_model
@@ -56,6 +56,15 @@ def test_an_unknown_allocator_is_one_line_naming_the_variable(monkeypatch):
     monkeypatch.setenv(ALLOCATOR_ENV, "jemalloc")
     with pytest.raises(ConfigError, match=r"^PYTEST_RVV_ALLOCATOR=jemalloc: use tcmalloc \(the default\) or system"):
         allocator()
+
+
+def test_an_unknown_allocator_stops_the_session_at_its_start_not_at_its_first_compile(monkeypatch):
+    """A rerun whose compiles are all in the cache would otherwise never read it."""
+    monkeypatch.setenv(ALLOCATOR_ENV, "jemalloc")
+    with pytest.raises(ConfigError, match=r"^PYTEST_RVV_ALLOCATOR=jemalloc: "):
+        Settings.resolve(lambda option: None, {}, Path("."))
+    monkeypatch.setenv(ALLOCATOR_ENV, "system")
+    assert Settings.resolve(lambda option: None, {}, Path(".")).allocator == "system"
 
 
 @NEEDS_TCMALLOC

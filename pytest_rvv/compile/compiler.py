@@ -31,7 +31,8 @@ from pytest_rvv.compile.phases import (
     shared_groups,
 )
 from pytest_rvv.compile.ukernels import INTERMEDIATES, enables_ukernels, load_ukernels, record_ukernels
-from pytest_rvv.config.settings import allocator, default_tools_dir
+from pytest_rvv.config.settings import allocator as configured_allocator
+from pytest_rvv.config.settings import default_tools_dir
 from pytest_rvv.config.targets import HOST, Target
 from pytest_rvv.toolchain.toolchain import Toolchain
 
@@ -77,13 +78,16 @@ class Compiler:
     """Turns prepared .onnx files into Artifacts, caching every stage in ``store``."""
 
     def __init__(self, toolchain: Toolchain, store: Store, stages: Stages | None = None,
-                 targets: Iterable[Target] = ()) -> None:
+                 targets: Iterable[Target] = (), allocator: str | None = None, tools_dir: Path | None = None) -> None:
         """``targets``: the run's targets; those that share all flags but their CPU share one compile up to
         codegen, and all that share all flags but where the code runs and its matmul path one compile through global
-        optimization (compile/phases.py)."""
+        optimization (compile/phases.py). ``allocator`` and ``tools_dir``: the session's settings (by default read from
+        the environment now)."""
         self.toolchain = toolchain
         self.store = store
         self.stages = stages or Stages()
+        self.allocator = allocator or configured_allocator()
+        self.tools_dir = tools_dir or default_tools_dir()
         targets = list(targets)
         self.shared = shared_groups(t.compiler_flags() for t in targets if t.arch != HOST)
         self.global_shared = global_groups((t.compiler_flags() for t in targets), self.shared)
@@ -285,7 +289,7 @@ class Compiler:
     def _env(self) -> dict[str, str] | None:
         """iree-compile's environment: the wheels' compiler runs on tcmalloc (base/tools.py), a user's own build on
         the allocator it was built with (a sanitizer build must not be given another one)."""
-        return allocator_env(allocator(), default_tools_dir()) if self.toolchain.build_dir is None else None
+        return allocator_env(self.allocator, self.tools_dir) if self.toolchain.build_dir is None else None
 
     def _probe(self, flags: list[str], machine: Sequence[str] = ()) -> tuple[str, str] | None:
         """The target attribute iree-compile gives the device of ``flags`` and the fingerprint of its global phase

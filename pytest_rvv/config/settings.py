@@ -237,6 +237,7 @@ class Settings:
     tools_dir: Path  # PYTEST_RVV_TOOLS_DIR: QEMU, riscv64 runtime builds, reference toolchains
     iree_source: str | None = None  # PYTEST_RVV_IREE_SRC: IREE's source the riscv64 runtimes are built from
     iree_build: Path | None = None
+    allocator: str = ALLOCATORS[0]  # PYTEST_RVV_ALLOCATOR: the malloc the wheels' iree-compile runs on
     machine: str | None = None
     added_work_percent: float = 5.0
     max_vector_share_drop: float = DEFAULT_MAX_SHARE_DROP
@@ -285,6 +286,7 @@ class Settings:
             qemu_dir=given.path("qemu-dir"),
             expected_failures=given.path("expected-failures") or root / "baselines" / "expected-failures.toml",
             tools_dir=default_tools_dir(),
+            allocator=allocator(),
             iree_source=environment(SOURCE_ENV),
             iree_build=given.path("iree-build"),
             added_work_percent=_number(given.value("added-work"), 5.0, "--rvv-added-work", "a percentage"),
