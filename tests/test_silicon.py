@@ -17,8 +17,10 @@ from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.targets import BUILTIN_TARGETS, target_from_table
 from pytest_rvv.measure import silicon
 from pytest_rvv.measure.counts import ExecutedCounts
+from pytest_rvv.measure.mca_driver import mca_driver
 from pytest_rvv.measure.silicon import MCA, estimate
 
+from .conftest import USER_CACHE
 from .test_executed_counts import assemble, count
 
 X60 = CORES["spacemit-x60"]
@@ -224,6 +226,48 @@ def test_a_stand_in_read_at_another_sew_gives_the_block_its_own_sew_and_lmul_bac
     assert found[moves] == 8 < unchanged[moves] == 32  # 1 cycle a move, as rvv-bench measured (LLVM alone: 4)
     assert found[sums] == unchanged[sums]  # no move: nothing changes
     assert found[mixed] < unchanged[mixed] and at_e32[unrestored] > found[mixed]  # the sums are read at e64 again
+
+
+# Scalar blocks of every kind the cores time apart (loads, stores, multiply, divide, float fused and divide, branches,
+# calls and returns, an immediate that fits c.addi and one that does not), and a vector block beside them.
+SCALAR = [silicon.BlockCode(tuple(lines)) for lines in (
+    ["ld a1,480(a1)", "add a4,a4,s0", "sllw a1,a1,a4", "sd a1,-8(sp)"],
+    ["mul a0,a1,a2", "mulh a3,a0,a1", "div a4,a3,a2", "remu a5,a4,a1"],
+    ["fld fa0,0(a0)", "fmadd.d fa1,fa0,fa0,fa1", "fdiv.d fa2,fa1,fa0", "fsd fa2,8(a0)"],
+    ["flw fa0,0(a0)", "fmadd.s fa1,fa0,fa0,fa1", "fcvt.w.s a2,fa1,rtz", "addi a0,a0,4", "bnez a2,0"],
+    ["addi a4,a4,-10", "add a5,a4,a4"], ["addi a4,a4,1536", "add a5,a4,a4"],
+    ["lui a4,0xffffd", "add a4,a4,s0", "ld a4,-1392(a4)", "beq a4,zero,0"],
+    ["addi sp,sp,-16", "sd ra,8(sp)", "jal ra,0"], ["ld ra,8(sp)", "addi sp,sp,16", "ret"],
+    ["lbu a0,0(a1)", "sb a0,1(a1)", "slli a0,a0,8", "or a0,a0,a2", "xor a3,a3,a0"],
+)]
+VECTOR = silicon.BlockCode(("vle32.v v8, (a1)", "vfmacc.vv v16, v8, v8", "addi a0, a0, -1"), "32", "m1")
+
+
+@pytest.fixture(scope="module")
+def driver(mca) -> Path:
+    built = mca_driver(Store(USER_CACHE))
+    if built is None:
+        pytest.skip("the llvm-mca driver cannot be built here (g++, or apt-get download llvm-22-dev, missing)")
+    return built
+
+
+@pytest.mark.parametrize("core", sorted(CORES))
+def test_the_driver_gives_every_scalar_region_llvm_mcas_own_cycles_and_leaves_vector_regions_to_it(
+        mca, driver, core, monkeypatch):
+    ordered = [*SCALAR, VECTOR]
+    alone = silicon.region_cycles(mca, CORES[core], ordered)
+    given: list[int] = []
+    run_mca = silicon._run_mca
+    monkeypatch.setattr(silicon, "_run_mca", lambda *args: (given.extend(args[-1]) or run_mca(*args)))
+    assert silicon.region_cycles(mca, CORES[core], ordered, driver) == alone
+    assert given == [0, 0]  # only the vector region went to llvm-mca, once per iteration count
+
+
+def test_a_scalar_part_the_driver_cannot_parse_goes_to_llvm_mca_which_drops_and_counts_the_line(mca, driver):
+    broken = silicon.BlockCode(("add a0,a0,a1", "not-an-instruction a0", "ld a1,0(a0)"))
+    ordered = [*SCALAR, broken]
+    assert silicon.region_cycles(mca, X60, ordered, driver) == silicon.region_cycles(mca, X60, ordered)
+    assert silicon.region_cycles(mca, X60, ordered, driver)[1] == 1
 
 
 def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):

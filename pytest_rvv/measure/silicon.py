@@ -20,6 +20,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from pytest_rvv.base.tools import find_executable, version_output
 from pytest_rvv.config.cores import Core, cycles_ms
 from pytest_rvv.measure.counts import Block, ExecutedCounts, walk_blocks
 from pytest_rvv.measure.disassembly import OUTSIDE, Instruction
+from pytest_rvv.measure.mca_driver import mca_driver
 from pytest_rvv.measure.static import dispatch_key
 
 MCA = "llvm-mca-22"
@@ -188,7 +190,7 @@ def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict
                   *(c.identity() for c in ordered)])
 
     def build(tmp: Path) -> dict[str, object]:
-        totals, dropped = region_cycles(mca, core, ordered)
+        totals, dropped = region_cycles(mca, core, ordered, mca_driver(store))
         first, second = core.iterations
         steady = [(b - a) / (second - first) for a, b in zip(*totals, strict=True)]
         (tmp / "cycles.json").write_text(json.dumps(steady))
@@ -231,26 +233,71 @@ def chunk_sources(ordered: list[BlockCode], size: int) -> list[tuple[tuple[int, 
     return [(tuple(chunk), "\n".join(ordered[i].region(i) for i in chunk) + "\n") for chunk in chunks if chunk]
 
 
-def region_cycles(mca: Path, core: Core, ordered: list[BlockCode]) -> tuple[list[list[int]], int]:
+def is_scalar(code: BlockCode) -> bool:
+    """A region with no vector type given and no vector instruction: what the driver (mca_driver.py) estimates."""
+    return not code.sew and not any(line.startswith("v") for line in code.lines)
+
+
+def region_cycles(mca: Path, core: Core, ordered: list[BlockCode],
+                  driver: Path | None = None) -> tuple[list[list[int]], int]:
     """Total cycles of every block at each of the core's ``iterations``, and the lines llvm-mca could not parse.
 
     llvm-mca matches every instruction against every code region of its input, which is quadratic
     (measured: an X280 estimate of 16,022 blocks took 238.6 s in one input and 9.6 s in chunks of
     500 on 2 CPUs, with identical cycles), so the regions go in chunks, ``mca_jobs()`` at a time.
     Each region is simulated on its own and reads no vector type from another (``chunk_sources``), so
-    chunks change no figure and a block's cycles do not depend on the blocks beside it."""
-    chunks = chunk_sources(ordered, CHUNK)
-    tasks = [(source, n, indices) for indices, source in chunks for n in range(len(core.iterations))]
-    with ThreadPoolExecutor(max_workers=min(len(tasks), mca_jobs())) as pool:
-        done = list(pool.map(lambda task: _run_mca(mca, core, task[0], core.iterations[task[1]], task[2]), tasks))
+    chunks change no figure and a block's cycles do not depend on the blocks beside it. With ``driver``
+    (mca_driver.py) the scalar regions go to it in ``mca_jobs()`` parts instead, each at every iteration count; a part
+    it refuses goes to llvm-mca."""
     totals: list[list[int]] = [[0] * len(ordered) for _ in core.iterations]
+    scalar = [i for i, code in enumerate(ordered) if driver is not None and is_scalar(code)]
+    jobs = mca_jobs()
+    refused: list[int] = []
+    if scalar:
+        size = -(-len(scalar) // jobs)
+        parts = [scalar[k:k + size] for k in range(0, len(scalar), size)]
+        with ThreadPoolExecutor(max_workers=min(len(parts), jobs)) as pool:
+            found = list(pool.map(lambda part: _run_driver(driver, core, ordered, part), parts))
+        for part, cycles in zip(parts, found, strict=True):
+            if cycles is None:
+                refused.extend(part)
+                continue
+            for i, counts in zip(part, cycles, strict=True):
+                for n, c in enumerate(counts):
+                    totals[n][i] = c
+    taken = set(scalar) - set(refused)
+    rest = [i for i in range(len(ordered)) if i not in taken]
+    if not rest:
+        return totals, 0
+    chunks = chunk_sources([ordered[i] for i in rest], CHUNK)
+    tasks = [(source, n, indices) for indices, source in chunks for n in range(len(core.iterations))]
+    with ThreadPoolExecutor(max_workers=min(len(tasks), jobs)) as pool:
+        done = list(pool.map(lambda task: _run_mca(mca, core, task[0], core.iterations[task[1]], task[2]), tasks))
     dropped = 0
     for (_, n, indices), (lost, cycles) in zip(tasks, done, strict=True):
         for i, c in zip(indices, cycles, strict=True):
-            totals[n][i] = c
+            totals[n][rest[i]] = c
         if n == 0:  # each iteration count drops the same unparsable lines: count them once
             dropped += lost
     return totals, dropped
+
+
+def _run_driver(driver: Path, core: Core, ordered: list[BlockCode], part: list[int]) -> list[list[int]] | None:
+    """Each region's total cycles at every iteration count of ``core`` from the driver, or None where it refuses."""
+    with tempfile.NamedTemporaryFile("w", suffix=".s", prefix="pytest-rvv-mca-") as source:
+        source.write("\n".join(ordered[i].region(i) for i in part) + "\n")
+        source.flush()
+        proc = subprocess.run([str(driver), core.name, source.name, *(str(n) for n in core.iterations)],
+                              capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        return None
+    found = {}
+    for line in proc.stdout.splitlines():
+        name, *cycles = line.split()
+        found[name] = [int(c) for c in cycles]
+    if set(found) != {f"b{i}" for i in part} or any(len(c) != len(core.iterations) for c in found.values()):
+        return None
+    return [found[f"b{i}"] for i in part]
 
 
 def mca_jobs() -> int:
