@@ -1,6 +1,6 @@
 // llvm-mca's total cycles per code region for many regions in one process (pytest_rvv/measure/mca_driver.py).
 // For scalar regions only: no LLVM-MCA instrument comments and no vector instructions (those stay with llvm-mca).
-// Usage: mca_regions CPU FILE ITERATIONS...; prints "NAME CYCLES..." per region; exits 1 on any parse or lowering
+// Usage: mca_regions CPU FILE ITERATIONS... (FILE "-": standard input); prints "NAME CYCLES..." per region; exits 1 on any parse or lowering
 // error (the caller then hands the regions to llvm-mca, which drops and counts unparsable lines).
 #include "llvm/MC/MCAsmInfo.h"
 #include "llvm/MC/MCContext.h"
@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<MCAsmInfo> MAI(T->createMCAsmInfo(*MRI, TT, MCOptions));
   std::unique_ptr<MCInstrInfo> MCII(T->createMCInstrInfo());
   std::unique_ptr<MCInstrAnalysis> MCIA(T->createMCInstrAnalysis(MCII.get()));
-  auto Buf = MemoryBuffer::getFile(argv[2]);
+  auto Buf = MemoryBuffer::getFileOrSTDIN(argv[2]);
   if (!Buf) { fprintf(stderr, "cannot read %s\n", argv[2]); return 1; }
   SourceMgr SrcMgr;
   SrcMgr.AddNewSourceBuffer(std::move(*Buf), SMLoc());

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -284,11 +283,9 @@ def region_cycles(mca: Path, core: Core, ordered: list[BlockCode],
 
 def _run_driver(driver: Path, core: Core, ordered: list[BlockCode], part: list[int]) -> list[list[int]] | None:
     """Each region's total cycles at every iteration count of ``core`` from the driver, or None where it refuses."""
-    with tempfile.NamedTemporaryFile("w", suffix=".s", prefix="pytest-rvv-mca-") as source:
-        source.write("\n".join(ordered[i].region(i) for i in part) + "\n")
-        source.flush()
-        proc = subprocess.run([str(driver), core.name, source.name, *(str(n) for n in core.iterations)],
-                              capture_output=True, text=True, timeout=1800)
+    source = "\n".join(ordered[i].region(i) for i in part) + "\n"
+    proc = subprocess.run([str(driver), core.name, "-", *(str(n) for n in core.iterations)], input=source,
+                          capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         return None
     found = {}
