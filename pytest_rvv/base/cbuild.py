@@ -4,6 +4,7 @@ cache."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 
@@ -12,41 +13,53 @@ from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store, digest
 from pytest_rvv.base.tools import find_executable, version_output
 
-_BUILT: dict[tuple[str, str, tuple[str, ...], str, bool], Path] = {}  # this process's builds (asked at every run)
+_BUILT: dict[tuple[object, ...], Path] = {}  # this process's builds (asked at every run)
+Prepare = Callable[[Path], list[str]]  # puts what a build needs into its folder; gives the compiler flags to find it
 
 
-def build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *, shared: bool) -> Path:
-    """Compile ``sources`` (the first is the .c file) from ``package`` with the system C compiler.
+def build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *, shared: bool,
+            compiler: str = "cc", flags: tuple[str, ...] = (), libraries: tuple[str, ...] = (),
+            prepare: Prepare | None = None, depends: tuple[str, ...] = ()) -> Path:
+    """Compile ``sources`` (the first is the one compiled) from ``package`` with ``compiler`` (the system C compiler
+    by default), ``flags`` before the source and ``libraries`` after it; ``prepare`` runs first in the build folder.
 
-    Cached by the sources' text and the compiler's version; a missing compiler is one clear line. A process asks
-    the store once per helper (while the file is there).
-    """
-    asked = (str(store.root), package, sources, output, shared)
+    Cached by the sources' text, the compiler's version and ``depends`` (what else the result depends on); a build
+    that cannot be made is one clear line (ToolMissing). A process asks the store once per helper (while the file is
+    there)."""
+    asked = (str(store.root), package, sources, output, shared, compiler, flags, libraries, depends)
     known = _BUILT.get(asked)
     if known is not None and known.is_file():
         return known
-    _BUILT[asked] = built = _build_c(store, package, sources, output, shared=shared)
+    _BUILT[asked] = built = _build_c(store, package, sources, output, shared, compiler, flags, libraries, prepare,
+                                     depends)
     return built
 
 
-def _build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *, shared: bool) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
+def _build_c(store: Store, package: str, sources: tuple[str, ...], output: str, shared: bool, compiler: str,
+             flags: tuple[str, ...], libraries: tuple[str, ...], prepare: Prepare | None,
+             depends: tuple[str, ...]) -> Path:
+    cc = shutil.which(compiler) or (shutil.which("gcc") if compiler == "cc" else None)
     if cc is None:
-        raise ToolMissing(f"no C compiler to build {output}: apt-get install gcc")
+        raise ToolMissing(f"no {compiler} to build {output}: apt-get install {'gcc' if compiler == 'cc' else 'g++'}")
     texts = {name: files(package).joinpath(name).read_text() for name in sources}
-    key = digest(["c-build-v1", output, str(shared), version_output(Path(cc)), *(texts[n] for n in sources)])
+    extra = [*flags, *libraries, *depends]  # none for the C helpers: their entries keep their first keys
+    key = digest(["c-build-v1", output, str(shared), version_output(Path(cc)), *(texts[n] for n in sources), *extra])
 
     def build(tmp: Path) -> dict[str, object]:
         work = tmp / ".src"
         work.mkdir()
-        for name, text in texts.items():
-            (work / name).write_text(text)
-        flags = ["-shared", "-fPIC"] if shared else []
-        result = run_process([cc, *flags, "-O2", "-Wall", "-o", tmp / output, work / sources[0]], timeout_s=300)
-        shutil.rmtree(work)
+        try:
+            found = prepare(work) if prepare else []
+            for name, text in texts.items():
+                (work / name).write_text(text)
+            shape = ["-shared", "-fPIC"] if shared else []
+            result = run_process([cc, *shape, "-O2", "-Wall", *flags, *found, "-o", tmp / output, work / sources[0],
+                                  *libraries], timeout_s=600)
+        finally:
+            shutil.rmtree(work)
         if not result.ok:
             raise ToolMissing(f"building {output} failed: {result.stderr.strip()[:300]}")
-        return {"cc": cc}
+        return {"cc": cc, **({"depends": list(depends)} if depends else {})}
 
     return store.get_or_build("c-builds", key, build).file(output)
 

@@ -1,5 +1,7 @@
 // llvm-mca's total cycles per code region for many regions in one process (pytest_rvv/measure/mca_driver.py).
-// For scalar regions only: no LLVM-MCA instrument comments and no vector instructions (those stay with llvm-mca).
+// Instruments (LLVM-MCA-RISCV-LMUL/SEW comments, and those a vsetvli/vsetivli starts) are made as llvm-mca's
+// instrument region generator makes them, but each code region starts with none: every region is estimated as
+// llvm-mca estimates it alone in its input (silicon.chunk_sources gives llvm-mca's inputs the same property).
 // Usage: mca_regions CPU FILE ITERATIONS... (FILE "-": standard input); prints "NAME CYCLES..." per region; exits 1 on any parse or lowering
 // error (the caller then hands the regions to llvm-mca, which drops and counts unparsable lines).
 #include "llvm/MC/MCAsmInfo.h"
@@ -26,6 +28,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -37,24 +40,72 @@ extern "C" void LLVMInitializeRISCVTargetMCA();
 
 using namespace llvm;
 
+// An instrument and where it starts (a comment, or the vsetvli that made it), in the order llvm-mca makes them.
+struct Event {
+  const char *At;
+  std::string Kind;
+  mca::Instrument *Made;
+};
+
 struct Collect final : MCStreamer {
   std::vector<MCInst> &Out;
-  Collect(MCContext &C, std::vector<MCInst> &O) : MCStreamer(C), Out(O) {}
-  void emitInstruction(const MCInst &I, const MCSubtargetInfo &) override { Out.push_back(I); }
+  mca::InstrumentManager &IM;
+  std::vector<Event> &Events;
+  std::vector<mca::UniqueInstrument> &Owned;
+  Collect(MCContext &C, std::vector<MCInst> &O, mca::InstrumentManager &M, std::vector<Event> &E,
+          std::vector<mca::UniqueInstrument> &W) : MCStreamer(C), Out(O), IM(M), Events(E), Owned(W) {}
+  void emitInstruction(const MCInst &I, const MCSubtargetInfo &) override {
+    Out.push_back(I);
+    for (mca::UniqueInstrument &Made : IM.createInstruments(I)) {
+      Events.push_back({I.getLoc().getPointer(), Made->getDesc().str(), Made.get()});
+      Owned.push_back(std::move(Made));
+    }
+  }
   bool emitSymbolAttribute(MCSymbol *, MCSymbolAttr) override { return true; }
   void emitCommonSymbol(MCSymbol *, uint64_t, Align) override {}
   void emitZerofill(MCSection *, MCSymbol *, uint64_t, Align, SMLoc) override {}
 };
 
 struct Marks final : AsmCommentConsumer {
+  mca::InstrumentManager &IM;
+  std::vector<Event> &Events;
+  std::vector<mca::UniqueInstrument> &Owned;
   std::vector<std::pair<const char *, std::string>> Begins;
   std::vector<const char *> Ends;
+  bool Bad = false;
+  Marks(mca::InstrumentManager &M, std::vector<Event> &E, std::vector<mca::UniqueInstrument> &W)
+      : IM(M), Events(E), Owned(W) {}
   void HandleComment(SMLoc Loc, StringRef Text) override {
     StringRef C = Text.ltrim(" \t");
     if (C.consume_front("LLVM-MCA-BEGIN")) Begins.push_back({Loc.getPointer(), C.trim(" \t").str()});
     else if (C.consume_front("LLVM-MCA-END")) Ends.push_back(Loc.getPointer());
+    else if (C.consume_front("LLVM-MCA-")) {  // an instrument, as llvm-mca's InstrumentRegionCommentConsumer reads it
+      auto [Kind, Data] = C.split(" ");
+      mca::UniqueInstrument Made = IM.supportsInstrumentType(Kind) ? IM.createInstrument(Kind, Data) : nullptr;
+      if (!Made) { fprintf(stderr, "bad instrument comment: %s\n", Text.str().c_str()); Bad = true; return; }
+      Events.push_back({Loc.getPointer(), Kind.str(), Made.get()});
+      Owned.push_back(std::move(Made));
+    }
   }
 };
+
+// The instruments llvm-mca gives each instruction of [First, Last) of a region: every instrument made in that region
+// (Mine, in the order made) whose span holds it; a span runs from its start to the start of the next of its kind, both
+// ends included, as in llvm-mca's InstrumentRegions.
+static std::vector<SmallVector<mca::Instrument *>> active(const std::vector<MCInst> &Insts, size_t First, size_t Last,
+                                                          const std::vector<const Event *> &Mine) {
+  std::vector<const char *> Until(Mine.size(), nullptr);
+  for (size_t e = 0; e < Mine.size(); e++)
+    for (size_t f = e + 1; f < Mine.size() && !Until[e]; f++)
+      if (Mine[f]->Kind == Mine[e]->Kind) Until[e] = Mine[f]->At;
+  std::vector<SmallVector<mca::Instrument *>> Found(Last - First);
+  for (size_t i = First; i < Last; i++) {
+    const char *At = Insts[i].getLoc().getPointer();
+    for (size_t e = 0; e < Mine.size(); e++)
+      if (Mine[e]->At <= At && (!Until[e] || At <= Until[e])) Found[i - First].push_back(Mine[e]->Made);
+  }
+  return Found;
+}
 
 int main(int argc, char **argv) {
   if (argc < 4) { fprintf(stderr, "usage: mca_regions CPU FILE ITERATIONS...\n"); return 2; }
@@ -78,13 +129,17 @@ int main(int argc, char **argv) {
   MCContext Ctx(TT, MAI.get(), MRI.get(), STI.get(), &SrcMgr);
   std::unique_ptr<MCObjectFileInfo> MOFI(T->createMCObjectFileInfo(Ctx, false));
   Ctx.setObjectFileInfo(MOFI.get());
+  std::unique_ptr<mca::InstrumentManager> IM(T->createInstrumentManager(*STI, *MCII));
+  if (!IM) IM = std::make_unique<mca::InstrumentManager>(*STI, *MCII);
   std::vector<MCInst> Insts;
-  Collect Str(Ctx, Insts);
+  std::vector<Event> Events;
+  std::vector<mca::UniqueInstrument> Owned;
+  Collect Str(Ctx, Insts, *IM, Events, Owned);
   std::unique_ptr<MCInstPrinter> IP(T->createMCInstPrinter(TT, 0, *MAI, *MCII, *MRI));
   formatted_raw_ostream FOS(nulls());
   T->createAsmTargetStreamer(Str, FOS, IP.get());
   std::unique_ptr<MCAsmParser> Parser(createMCAsmParser(SrcMgr, Ctx, Str, *MAI));
-  Marks M;
+  Marks M(*IM, Events, Owned);
   Parser->getLexer().setCommentConsumer(&M);
   Parser->getLexer().setLexMasmIntegers(true);
   MCTargetOptions Opts;
@@ -92,29 +147,33 @@ int main(int argc, char **argv) {
   std::unique_ptr<MCTargetAsmParser> TAP(T->createMCAsmParser(*STI, *Parser, *MCII, Opts));
   Parser->setTargetParser(*TAP);
   if (Parser->Run(false)) { fprintf(stderr, "parse failed\n"); return 1; }
-  if (M.Begins.size() != M.Ends.size()) { fprintf(stderr, "unbalanced regions\n"); return 1; }
-
-  std::unique_ptr<mca::InstrumentManager> IM(T->createInstrumentManager(*STI, *MCII));
-  if (!IM) IM = std::make_unique<mca::InstrumentManager>(*STI, *MCII);
+  if (M.Bad || M.Begins.size() != M.Ends.size()) { fprintf(stderr, "bad comments or unbalanced regions\n"); return 1; }
   std::unique_ptr<mca::InstrPostProcess> IPP(T->createInstrPostProcess(*STI, *MCII));
   if (!IPP) IPP = std::make_unique<mca::InstrPostProcess>(*STI, *MCII);
   mca::InstrBuilder IB(*STI, *MCII, *MRI, MCIA.get(), *IM, 100);
   mca::Context MCA(*MRI, *STI);
   mca::PipelineOptions PO(0, 0, 0, 0, 0, 0, true, false);
+  std::vector<std::vector<const Event *>> Within(M.Begins.size());  // each region's instruments, in the order made
+  for (const Event &E : Events) {
+    auto After = std::upper_bound(M.Begins.begin(), M.Begins.end(), E.At,
+                                  [](const char *At, const auto &B) { return At < B.first; });
+    size_t r = After - M.Begins.begin();
+    if (r > 0 && E.At < M.Ends[r - 1]) Within[r - 1].push_back(&E);
+  }
   size_t next = 0;
-  const SmallVector<mca::Instrument *> None;
   for (size_t r = 0; r < M.Begins.size(); r++) {
     const char *lo = M.Begins[r].first, *hi = M.Ends[r];
     while (next < Insts.size() && Insts[next].getLoc().getPointer() < lo) next++;
     size_t first = next;
     while (next < Insts.size() && Insts[next].getLoc().getPointer() < hi) next++;
+    auto Given = active(Insts, first, next, Within[r]);
     printf("%s", M.Begins[r].second.c_str());
     for (int a = 3; a < argc; a++) {
       IB.clear();
       IPP->resetState();
       SmallVector<std::unique_ptr<mca::Instruction>> Seq;
       for (size_t i = first; i < next; i++) {
-        auto I = IB.createInstruction(Insts[i], None);
+        auto I = IB.createInstruction(Insts[i], Given[i - first]);
         if (!I) { consumeError(I.takeError()); fprintf(stderr, "lowering failed in %s\n", M.Begins[r].second.c_str()); return 1; }
         IPP->postProcessInstruction(*I.get(), Insts[i]);
         Seq.emplace_back(std::move(I.get()));

@@ -232,11 +232,6 @@ def chunk_sources(ordered: list[BlockCode], size: int) -> list[tuple[tuple[int, 
     return [(tuple(chunk), "\n".join(ordered[i].region(i) for i in chunk) + "\n") for chunk in chunks if chunk]
 
 
-def is_scalar(code: BlockCode) -> bool:
-    """A region with no vector type given and no vector instruction: what the driver (mca_driver.py) estimates."""
-    return not code.sew and not any(line.startswith("v") for line in code.lines)
-
-
 def region_cycles(mca: Path, core: Core, ordered: list[BlockCode],
                   driver: Path | None = None) -> tuple[list[list[int]], int]:
     """Total cycles of every block at each of the core's ``iterations``, and the lines llvm-mca could not parse.
@@ -246,15 +241,15 @@ def region_cycles(mca: Path, core: Core, ordered: list[BlockCode],
     500 on 2 CPUs, with identical cycles), so the regions go in chunks, ``mca_jobs()`` at a time.
     Each region is simulated on its own and reads no vector type from another (``chunk_sources``), so
     chunks change no figure and a block's cycles do not depend on the blocks beside it. With ``driver``
-    (mca_driver.py) the scalar regions go to it in ``mca_jobs()`` parts instead, each at every iteration count; a part
-    it refuses goes to llvm-mca."""
+    (mca_driver.py, which reads every region as if alone) the regions go to it in ``mca_jobs()`` parts instead, dealt
+    in turn so that scalar and vector regions spread evenly, each at every iteration count; a part it refuses goes
+    to llvm-mca."""
     totals: list[list[int]] = [[0] * len(ordered) for _ in core.iterations]
-    scalar = [i for i, code in enumerate(ordered) if driver is not None and is_scalar(code)]
+    given = list(range(len(ordered))) if driver is not None else []
     jobs = mca_jobs()
     refused: list[int] = []
-    if scalar:
-        size = -(-len(scalar) // jobs)
-        parts = [scalar[k:k + size] for k in range(0, len(scalar), size)]
+    if given:
+        parts = [given[k::jobs] for k in range(min(jobs, len(given)))]  # dealt in turn: each part gets every kind
         with ThreadPoolExecutor(max_workers=min(len(parts), jobs)) as pool:
             found = list(pool.map(lambda part: _run_driver(driver, core, ordered, part), parts))
         for part, cycles in zip(parts, found, strict=True):
@@ -264,7 +259,7 @@ def region_cycles(mca: Path, core: Core, ordered: list[BlockCode],
             for i, counts in zip(part, cycles, strict=True):
                 for n, c in enumerate(counts):
                     totals[n][i] = c
-    taken = set(scalar) - set(refused)
+    taken = set(given) - set(refused)
     rest = [i for i in range(len(ordered)) if i not in taken]
     if not rest:
         return totals, 0
