@@ -34,19 +34,25 @@ def test_a_helper_the_compiler_refuses_is_one_line_naming_it_and_leaves_no_entry
     assert entries(tmp_path) == []
 
 
-def test_flags_libraries_and_a_prepare_step_reach_the_compiler_and_key_the_entry(tmp_path):
+@pytest.mark.parametrize(("given", "said"), [
+    ({"flags": ("-include", "absent.h")}, r"absent\.h"),
+    ({"libraries": ("-l:libabsent.so.9",)}, r"libabsent\.so\.9"),
+    ({"prepare": lambda work: (work / "fetched.h").write_text("#error the fetched header was read\n") and
+      ["-include", str(work / "fetched.h")]}, r"the fetched header was read"),
+])
+def test_flags_libraries_and_a_prepare_steps_flags_reach_the_compiler(tmp_path, given, said):
+    with pytest.raises(ToolMissing, match=rf"^building rss_probe failed: .*{said}"):
+        build_c(Store(tmp_path), "pytest_rvv.run", ("rss_probe.c",), "rss_probe", shared=False, **given)
+
+
+def test_a_helper_built_with_more_is_another_entry_and_the_same_asked_again_is_the_same(tmp_path):
     store = Store(tmp_path)
-
-    def header(work: Path) -> list[str]:
-        (work / "include").mkdir()
-        (work / "include" / "extra.h").write_text("#define EXTRA_USED 1\n")
-        return [f"-I{work}/include", "-include", "extra.h"]
-
     plain = build_c(store, "pytest_rvv.run", ("rss_probe.c",), "rss_probe", shared=False)
-    given = build_c(store, "pytest_rvv.run", ("rss_probe.c",), "rss_probe", shared=False, prepare=header,
-                    flags=("-DPROBE_GIVEN=1",), libraries=("-lm",), depends=("extra.h 1",))
-    assert plain != given and len(entries(tmp_path)) == 2
-    assert subprocess.run([given, tmp_path / "rss.txt", "true"], capture_output=True).returncode == 0
-    assert (tmp_path / "rss.txt").read_text().strip()  # the probe built with the fetched header runs
-    assert build_c(store, "pytest_rvv.run", ("rss_probe.c",), "rss_probe", shared=False, prepare=header,
-                   flags=("-DPROBE_GIVEN=1",), libraries=("-lm",), depends=("extra.h 1",)) == given
+    given = {"flags": ("-DPROBE_GIVEN=1",), "libraries": ("-lm",), "depends": ("libm 1",)}
+    built = build_c(store, "pytest_rvv.run", ("rss_probe.c",), "rss_probe", shared=False, **given)
+    assert plain != built and len(entries(tmp_path)) == 2
+    assert subprocess.run([built, tmp_path / "rss.txt", "true"], capture_output=True).returncode == 0
+    assert (tmp_path / "rss.txt").read_text().strip()  # the probe it built runs
+    assert build_c(store, "pytest_rvv.run", ("rss_probe.c",), "rss_probe", shared=False, **given) == built
+    moved = {"flags": (), "libraries": ("-DPROBE_GIVEN=1", "-lm"), "depends": ("libm 1",)}  # the same strings, moved
+    assert build_c(store, "pytest_rvv.run", ("rss_probe.c",), "rss_probe", shared=False, **moved) != built

@@ -14,6 +14,7 @@ from pytest_rvv.base.store import Store, digest
 from pytest_rvv.base.tools import find_executable, version_output
 
 _BUILT: dict[tuple[object, ...], Path] = {}  # this process's builds (asked at every run)
+_PACKAGES = {"cc": "gcc", "g++": "g++"}  # the Debian package of a compiler
 Prepare = Callable[[Path], list[str]]  # puts what a build needs into its folder; gives the compiler flags to find it
 
 
@@ -35,14 +36,21 @@ def build_c(store: Store, package: str, sources: tuple[str, ...], output: str, *
     return built
 
 
+def first_error(stderr: str) -> str:
+    """A compiler's complaint as one line, 300 characters: its first error, else the linker's, else its first line."""
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("collect2")]
+    found = next((line for line in lines if "error" in line or "ld:" in line), lines[0] if lines else "no message")
+    return " ".join(found.split())[:300]
+
+
 def _build_c(store: Store, package: str, sources: tuple[str, ...], output: str, shared: bool, compiler: str,
              flags: tuple[str, ...], libraries: tuple[str, ...], prepare: Prepare | None,
              depends: tuple[str, ...]) -> Path:
     cc = shutil.which(compiler) or (shutil.which("gcc") if compiler == "cc" else None)
     if cc is None:
-        raise ToolMissing(f"no {compiler} to build {output}: apt-get install {'gcc' if compiler == 'cc' else 'g++'}")
+        raise ToolMissing(f"no {compiler} to build {output}: apt-get install {_PACKAGES.get(compiler, compiler)}")
     texts = {name: files(package).joinpath(name).read_text() for name in sources}
-    extra = [*flags, *libraries, *depends]  # none for the C helpers: their entries keep their first keys
+    extra = [repr((flags, libraries, depends))] if flags or libraries or depends else []  # C helpers: their first keys
     key = digest(["c-build-v1", output, str(shared), version_output(Path(cc)), *(texts[n] for n in sources), *extra])
 
     def build(tmp: Path) -> dict[str, object]:
@@ -58,7 +66,7 @@ def _build_c(store: Store, package: str, sources: tuple[str, ...], output: str, 
         finally:
             shutil.rmtree(work)
         if not result.ok:
-            raise ToolMissing(f"building {output} failed: {result.stderr.strip()[:300]}")
+            raise ToolMissing(f"building {output} failed: {first_error(result.stderr)}")
         return {"cc": cc, **({"depends": list(depends)} if depends else {})}
 
     return store.get_or_build("c-builds", key, build).file(output)
@@ -82,7 +90,7 @@ def build_riscv64_static(store: Store, source: str, output: str, purpose: str, m
                               tmp / output, work / f"{output}.c"], timeout_s=300)
         shutil.rmtree(work)
         if not result.ok:
-            raise ToolMissing(f"building {purpose} failed: {result.stderr.strip()[:300]} "
+            raise ToolMissing(f"building {purpose} failed: {first_error(result.stderr)} "
                               "(apt-get install libc6-dev-riscv64-cross)")
         return {"clang": str(clang)}
 

@@ -2,8 +2,9 @@
 // Instruments (LLVM-MCA-RISCV-LMUL/SEW comments, and those a vsetvli/vsetivli starts) are made as llvm-mca's
 // instrument region generator makes them, but each code region starts with none: every region is estimated as
 // llvm-mca estimates it alone in its input (silicon.chunk_sources gives llvm-mca's inputs the same property).
-// Usage: mca_regions CPU FILE ITERATIONS... (FILE "-": standard input); prints "NAME CYCLES..." per region; exits 1 on any parse or lowering
-// error (the caller then hands the regions to llvm-mca, which drops and counts unparsable lines).
+// Usage: mca_regions CPU FILE ITERATIONS... (FILE "-": standard input); prints "NAME CYCLES..." per region; exits 1 on any
+// parse or lowering error, an empty, nested or unordered region, or an instruction with no source location (the caller
+// then hands the regions to llvm-mca, which drops and counts unparsable lines).
 #include "llvm/MC/MCAsmInfo.h"
 #include "llvm/MC/MCContext.h"
 #include "llvm/MC/MCInstrAnalysis.h"
@@ -148,6 +149,12 @@ int main(int argc, char **argv) {
   Parser->setTargetParser(*TAP);
   if (Parser->Run(false)) { fprintf(stderr, "parse failed\n"); return 1; }
   if (M.Bad || M.Begins.size() != M.Ends.size()) { fprintf(stderr, "bad comments or unbalanced regions\n"); return 1; }
+  for (size_t r = 0; r < M.Begins.size(); r++)  // regions one after another, as silicon.py writes them
+    if (M.Ends[r] < M.Begins[r].first || (r + 1 < M.Begins.size() && M.Begins[r + 1].first < M.Ends[r])) {
+      fprintf(stderr, "nested or unordered regions\n"); return 1;
+    }
+  for (const MCInst &I : Insts)  // an expansion with no place in the text: llvm-mca puts it in no region
+    if (!I.getLoc().isValid()) { fprintf(stderr, "an instruction with no source location\n"); return 1; }
   std::unique_ptr<mca::InstrPostProcess> IPP(T->createInstrPostProcess(*STI, *MCII));
   if (!IPP) IPP = std::make_unique<mca::InstrPostProcess>(*STI, *MCII);
   mca::InstrBuilder IB(*STI, *MCII, *MRI, MCIA.get(), *IM, 100);
@@ -166,6 +173,7 @@ int main(int argc, char **argv) {
     while (next < Insts.size() && Insts[next].getLoc().getPointer() < lo) next++;
     size_t first = next;
     while (next < Insts.size() && Insts[next].getLoc().getPointer() < hi) next++;
+    if (first == next) { fprintf(stderr, "empty region %s\n", M.Begins[r].second.c_str()); return 1; }  // llvm-mca skips it
     auto Given = active(Insts, first, next, Within[r]);
     printf("%s", M.Begins[r].second.c_str());
     for (int a = 3; a < argc; a++) {

@@ -168,6 +168,8 @@ def stood_in(code: BlockCode, core: Core) -> BlockCode:
         if not replacement:
             lines.append(line)
         elif lmul:  # read at its own vtype, then the type in force again (llvm-mca instruments mid-region)
+            if lines and lines[-1].partition(" ")[0] in ("vsetvli", "vsetivli"):
+                lines.append("")  # llvm-mca reads a comment on the next line before it makes the vsetvli's instruments
             lines += [f"{INSTRUMENT_LMUL} {lmul.upper()}", *([f"{INSTRUMENT_SEW} E{sew}"] if sew else []),
                       f"{stand_in} {operands}", f"{INSTRUMENT_LMUL} {vtype[1].upper()}",
                       *([f"{INSTRUMENT_SEW} E{vtype[0]}"] if sew else [])]
@@ -206,7 +208,7 @@ def reads_vtype_at_entry(code: BlockCode) -> bool:
     if code.sew:
         return False
     for line in code.lines:
-        mnemonic = line.split(maxsplit=1)[0]
+        mnemonic = line.partition(" ")[0]
         if mnemonic in ("vsetvli", "vsetivli"):
             return False
         if mnemonic.startswith("v") and mnemonic != "vsetvl":
