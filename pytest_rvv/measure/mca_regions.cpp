@@ -41,26 +41,22 @@ extern "C" void LLVMInitializeRISCVTargetMCA();
 
 using namespace llvm;
 
-// An instrument and where it starts (a comment, or the vsetvli that made it), in the order llvm-mca makes them.
+// An instrument and where it starts (a comment, or the vsetvli that made it); kept in the order llvm-mca makes them.
 struct Event {
   const char *At;
-  std::string Kind;
-  mca::Instrument *Made;
+  mca::UniqueInstrument Made;
 };
 
 struct Collect final : MCStreamer {
   std::vector<MCInst> &Out;
   mca::InstrumentManager &IM;
   std::vector<Event> &Events;
-  std::vector<mca::UniqueInstrument> &Owned;
-  Collect(MCContext &C, std::vector<MCInst> &O, mca::InstrumentManager &M, std::vector<Event> &E,
-          std::vector<mca::UniqueInstrument> &W) : MCStreamer(C), Out(O), IM(M), Events(E), Owned(W) {}
+  Collect(MCContext &C, std::vector<MCInst> &O, mca::InstrumentManager &M, std::vector<Event> &E)
+      : MCStreamer(C), Out(O), IM(M), Events(E) {}
   void emitInstruction(const MCInst &I, const MCSubtargetInfo &) override {
     Out.push_back(I);
-    for (mca::UniqueInstrument &Made : IM.createInstruments(I)) {
-      Events.push_back({I.getLoc().getPointer(), Made->getDesc().str(), Made.get()});
-      Owned.push_back(std::move(Made));
-    }
+    for (mca::UniqueInstrument &Made : IM.createInstruments(I))
+      Events.push_back({I.getLoc().getPointer(), std::move(Made)});
   }
   bool emitSymbolAttribute(MCSymbol *, MCSymbolAttr) override { return true; }
   void emitCommonSymbol(MCSymbol *, uint64_t, Align) override {}
@@ -70,12 +66,10 @@ struct Collect final : MCStreamer {
 struct Marks final : AsmCommentConsumer {
   mca::InstrumentManager &IM;
   std::vector<Event> &Events;
-  std::vector<mca::UniqueInstrument> &Owned;
   std::vector<std::pair<const char *, std::string>> Begins;
   std::vector<const char *> Ends;
   bool Bad = false;
-  Marks(mca::InstrumentManager &M, std::vector<Event> &E, std::vector<mca::UniqueInstrument> &W)
-      : IM(M), Events(E), Owned(W) {}
+  Marks(mca::InstrumentManager &M, std::vector<Event> &E) : IM(M), Events(E) {}
   void HandleComment(SMLoc Loc, StringRef Text) override {
     StringRef C = Text.ltrim(" \t");
     if (C.consume_front("LLVM-MCA-BEGIN")) Begins.push_back({Loc.getPointer(), C.trim(" \t").str()});
@@ -84,8 +78,7 @@ struct Marks final : AsmCommentConsumer {
       auto [Kind, Data] = C.split(" ");
       mca::UniqueInstrument Made = IM.supportsInstrumentType(Kind) ? IM.createInstrument(Kind, Data) : nullptr;
       if (!Made) { fprintf(stderr, "bad instrument comment: %s\n", Text.str().c_str()); Bad = true; return; }
-      Events.push_back({Loc.getPointer(), Kind.str(), Made.get()});
-      Owned.push_back(std::move(Made));
+      Events.push_back({Loc.getPointer(), std::move(Made)});
     }
   }
 };
@@ -98,12 +91,12 @@ static std::vector<SmallVector<mca::Instrument *>> active(const std::vector<MCIn
   std::vector<const char *> Until(Mine.size(), nullptr);
   for (size_t e = 0; e < Mine.size(); e++)
     for (size_t f = e + 1; f < Mine.size() && !Until[e]; f++)
-      if (Mine[f]->Kind == Mine[e]->Kind) Until[e] = Mine[f]->At;
+      if (Mine[f]->Made->getDesc() == Mine[e]->Made->getDesc()) Until[e] = Mine[f]->At;
   std::vector<SmallVector<mca::Instrument *>> Found(Last - First);
   for (size_t i = First; i < Last; i++) {
     const char *At = Insts[i].getLoc().getPointer();
     for (size_t e = 0; e < Mine.size(); e++)
-      if (Mine[e]->At <= At && (!Until[e] || At <= Until[e])) Found[i - First].push_back(Mine[e]->Made);
+      if (Mine[e]->At <= At && (!Until[e] || At <= Until[e])) Found[i - First].push_back(Mine[e]->Made.get());
   }
   return Found;
 }
@@ -134,13 +127,12 @@ int main(int argc, char **argv) {
   if (!IM) IM = std::make_unique<mca::InstrumentManager>(*STI, *MCII);
   std::vector<MCInst> Insts;
   std::vector<Event> Events;
-  std::vector<mca::UniqueInstrument> Owned;
-  Collect Str(Ctx, Insts, *IM, Events, Owned);
+  Collect Str(Ctx, Insts, *IM, Events);
   std::unique_ptr<MCInstPrinter> IP(T->createMCInstPrinter(TT, 0, *MAI, *MCII, *MRI));
   formatted_raw_ostream FOS(nulls());
   T->createAsmTargetStreamer(Str, FOS, IP.get());
   std::unique_ptr<MCAsmParser> Parser(createMCAsmParser(SrcMgr, Ctx, Str, *MAI));
-  Marks M(*IM, Events, Owned);
+  Marks M(*IM, Events);
   Parser->getLexer().setCommentConsumer(&M);
   Parser->getLexer().setLexMasmIntegers(true);
   MCTargetOptions Opts;
