@@ -20,7 +20,7 @@ from pytest_rvv.measure.counts import ExecutedCounts
 from pytest_rvv.measure.mca_driver import mca_driver
 from pytest_rvv.measure.silicon import MCA, estimate
 
-from .conftest import USER_CACHE
+from .conftest import USER_TOOLS
 from .test_executed_counts import assemble, count
 
 X60 = CORES["spacemit-x60"]
@@ -257,7 +257,7 @@ VECTOR = silicon.BlockCode(("vle32.v v8, (a1)", "vfmacc.vv v16, v8, v8", "addi a
 
 @pytest.fixture(scope="module")
 def driver(mca) -> Path:
-    built = mca_driver(Store(USER_CACHE))
+    built = mca_driver(USER_TOOLS)
     if built is None:
         pytest.skip("the llvm-mca driver cannot be built here (g++, or apt-get download llvm-22-dev, missing)")
     return built
@@ -297,6 +297,16 @@ def test_a_scalar_part_the_driver_cannot_parse_goes_to_llvm_mca_which_drops_and_
     ordered = [*SCALAR, broken]
     assert silicon.region_cycles(mca, X60, ordered, driver) == silicon.region_cycles(mca, X60, ordered)
     assert silicon.region_cycles(mca, X60, ordered, driver)[1] == 1
+
+
+def test_the_driver_is_built_once_per_machine_in_the_tools_folder_and_a_fresh_cache_builds_none(mca, driver, tmp_path):
+    """Every cache of the machine estimates with the tools folder's driver: the first estimate of a new cache (a user's
+    second project, a CI runner's empty cache) fetches and compiles nothing."""
+    assert driver.is_relative_to(USER_TOOLS)
+    fresh = tmp_path / "fresh-cache"
+    cycles, _, cached = silicon.block_cycles([VECTOR, *SCALAR[:2]], X60, Store(fresh))
+    assert len(cycles) == 3 and not cached
+    assert sorted(p.name for p in fresh.iterdir()) == ["silicon"]
 
 
 def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):

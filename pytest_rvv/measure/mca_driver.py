@@ -9,7 +9,8 @@ default options. Each region starts with no instrument, as if alone in its input
 makes of llvm-mca's inputs. An input the driver refuses goes to llvm-mca itself. tests/test_silicon.py holds the
 driver to llvm-mca region by region, scalar and vector, on every core.
 
-It is built on first use into the store, against the headers of Debian's ``llvm-22-dev`` at the installed
+It is built on first use into the tools folder (machine-wide, like QEMU and the riscv64 runtimes: every cache of the
+machine shares it), against the headers of Debian's ``llvm-22-dev`` at the installed
 ``libllvm22``'s exact version (fetched with ``apt-get download``, unpacked there, nothing installed) and linked to
 the ``libLLVM.so.22.1`` llvm-mca-22 itself loads. Where that cannot be done (no g++, no package index), llvm-mca
 estimates everything, as before: the same figures, more slowly.
@@ -25,25 +26,28 @@ from pytest_rvv.base.cbuild import build_c
 from pytest_rvv.base.errors import ToolMissing
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store
+from pytest_rvv.config.settings import default_tools_dir
 
 SOURCE = "mca_regions.cpp"
 LIBRARY = "libLLVM.so.22.1"
 PACKAGE = "llvm-22-dev"
-_BUILT: list[Path | None] = []  # this process's answer: built once, in the first store asked, or None (not retried)
+_BUILT: dict[Path, Path | None] = {}  # this process's answer per tools folder: the driver, or None (not retried)
 
 
-def mca_driver(store: Store) -> Path | None:
-    """The built driver, or None where it cannot be built here (llvm-mca then estimates every region).
+def mca_driver(tools_dir: Path | None = None) -> Path | None:
+    """The driver built in ``tools_dir`` (by default the tools folder, ``PYTEST_RVV_TOOLS_DIR``), or None where it
+    cannot be built here (llvm-mca then estimates every region).
 
-    One build per process (``build_c``'s rule is one per store): a store asked later is given the first one's while its
-    file is there, since the driver depends on this machine's libLLVM and g++, not on the store, and a build fetches
-    52 MB."""
-    if not _BUILT or (_BUILT[0] is not None and not _BUILT[0].is_file()):
+    It depends on this machine's libLLVM and g++, not on a cache, and its first build fetches 52 MB: one build per
+    machine, asked once per process (a failed build is not retried)."""
+    tools = tools_dir or default_tools_dir()
+    known = _BUILT.get(tools)
+    if tools not in _BUILT or (known is not None and not known.is_file()):
         try:
-            _BUILT[:] = [_build(store)]
+            _BUILT[tools] = known = _build(Store(tools))
         except ToolMissing:
-            _BUILT[:] = [None]
-    return _BUILT[0]
+            _BUILT[tools] = known = None
+    return known
 
 
 def _libllvm_version() -> str:

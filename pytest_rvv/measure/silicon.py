@@ -191,7 +191,7 @@ def block_cycles(codes: list[BlockCode], core: Core, store: Store) -> tuple[dict
                   *(c.identity() for c in ordered)])
 
     def build(tmp: Path) -> dict[str, object]:
-        totals, dropped = region_cycles(mca, core, ordered, mca_driver(store))
+        totals, dropped = region_cycles(mca, core, ordered, mca_driver())
         first, second = core.iterations
         steady = [(b - a) / (second - first) for a, b in zip(*totals, strict=True)]
         (tmp / "cycles.json").write_text(json.dumps(steady))
