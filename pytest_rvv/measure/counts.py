@@ -154,12 +154,15 @@ class _Library:
     def load_base(self, blocks: list[Block]) -> int | None:
         """Where the runtime loaded this library, voted by blocks whose first bytes occur once in .text."""
         votes: Counter[int] = Counter()
+        offsets, text, text_vaddr = self._offsets, self.text, self.text_vaddr  # tens of thousands of blocks a run
         for block in blocks:
-            if len(block.head) < 8:
+            head = block.head
+            at = offsets.get(head[:8]) if len(head) >= 8 else None
+            if at is None:
                 continue
-            found = [at for at in self._offsets.get(block.head[:8], ()) if self.text.startswith(block.head, at)]
-            if len(found) == 1 and (block.vaddr - (self.text_vaddr + found[0])) % PAGE == 0:
-                votes[block.vaddr - (self.text_vaddr + found[0])] += block.n_insns
+            found = [a for a in at if text.startswith(head, a)]
+            if len(found) == 1 and (block.vaddr - (text_vaddr + found[0])) % PAGE == 0:
+                votes[block.vaddr - (text_vaddr + found[0])] += block.n_insns
         if not votes:
             return None
         base, weight = votes.most_common(1)[0]
@@ -170,7 +173,8 @@ class _Library:
         # (mobilenetv3-cls on rv64gcv-zvl512b: 0x89000, in the runtime's own range), which puts the runtime's weight
         # copy inside the range: 1.33 M "one-time" instructions, a few hundred different from run to run
         # (MATCHING_SHARE)
-        inside = [b for b in blocks if len(b.head) >= 8 and 0 <= b.vaddr - base - self.text_vaddr < len(self.text)]
+        start, end = base + text_vaddr, base + text_vaddr + len(text)
+        inside = [b for b in blocks if start <= b.vaddr < end and len(b.head) >= 8]
         matching = sum(b.n_insns for b in inside if self._holds(b, base))
         return base if matching >= MATCHING_SHARE * sum(b.n_insns for b in inside) else None
 

@@ -162,6 +162,7 @@ _COPY = re.compile(r"mem(?:cpy|move|set)|wordcopy|bcopy")
 CATEGORIES = ("workgroup", "copies", "start-up", "other")  # other: scheduling and waiting (workers), the VM (main)
 
 
+@functools.cache  # a name per block of every run: the same few hundred names
 def runtime_category(function: str) -> str:
     if function in WORKGROUP_PATH:
         return "workgroup"

@@ -128,11 +128,11 @@ def parse_trace(text: str, source: Path) -> Trace:
         if fields[0] == "tb":
             trace.blocks.append(block_record(fields))
         elif fields[0] == "cache":
-            sets1, ways1, sets2, ways2, line_bytes = (int(f) for f in fields[1:6])
+            sets1, ways1, sets2, ways2, line_bytes = map(int, fields[1:6])
             trace.geometry = (sets1, ways1, sets2, ways2, line_bytes)
         elif fields[0] == "mi":
             kind = fields[2]
-            accesses, loaded, stored, l1, l2, wb1, wb2 = (int(f) for f in fields[3:10])
+            accesses, loaded, stored, l1, l2, wb1, wb2 = map(int, fields[3:10])
             row = Totals(accesses, {kind: loaded} if loaded else {}, {kind: stored} if stored else {}, l1, l2, wb1,
                          wb2)
             vaddr = int(fields[1], 16)
