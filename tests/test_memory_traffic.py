@@ -17,6 +17,7 @@ from pytest_rvv.config.cores import CACHES, CacheHierarchy, CacheLevel, cache_hi
 from pytest_rvv.config.kernels import kernels
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure import traffic
 from pytest_rvv.measure.traffic import by_symbol, measure_traffic, trace_program
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.qemu_plugin import build_memtrace_plugin, check_plugin_support
@@ -253,6 +254,19 @@ def test_a_matmul_s_dispatches_move_at_least_its_operands(tmp_path, memtrace, pa
     for name, t in traffic.dispatches.items():
         assert 0 < t.l1_misses * LINE <= 2 * (t.bytes_loaded + t.bytes_stored), name
         assert t.l2_misses <= t.l1_misses, name
+
+
+def test_a_traces_traffic_is_kept_and_read_back_figure_for_figure_without_parsing_the_trace_again(tmp_path, memtrace,
+                                                                                                  monkeypatch):
+    """Attributed once per trace and libraries: a rerun reads each dispatch's traffic back from the store."""
+    session = RvvSession(Settings.resolve(lambda option: None, {"cache-dir": str(tmp_path / "cache")}, tmp_path))
+    kernel = next(c for c in kernels({}, "64x64x64,f32", BUILTIN_TARGETS).cells if c.path == "mmt4d")
+    cell = session.cell(kernel.model, kernel.target, session.runner(kernel.target))
+    made = measure_traffic(cell, tmp_path / "made")
+    monkeypatch.setattr(traffic, "parse_trace", lambda *args: pytest.fail("a kept trace was parsed again"))
+    read = measure_traffic(cell, tmp_path / "read")
+    assert read == made
+    assert any(t.l1_misses and t.loaded for t in made.dispatches.values()) and made.outside.accesses
 
 
 def test_a_cache_geometry_the_model_cannot_take_is_refused_in_one_line(probe, memtrace, tmp_path):

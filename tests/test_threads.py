@@ -16,6 +16,7 @@ from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import CORES, MAX_THREADS
 from pytest_rvv.config.kernels import kernels
 from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure import threads as threads_module
 from pytest_rvv.measure.executed import measure_executed
 from pytest_rvv.measure.silicon import estimate
 from pytest_rvv.measure.threads import NAMESPACE, measure_threads
@@ -103,6 +104,18 @@ def test_no_cache_traces_the_threads_again_and_keeps_nothing(few, tmp_path):
     assert not [p for p in (tmp_path / "store").glob("runs/*/*") if p.is_dir()]
     assert ({k: (d.total_workgroups, d.total_instructions) for k, d in fresh.dispatches.items()}
             == {k: (d.total_workgroups, d.total_instructions) for k, d in recorded.dispatches.items()})
+
+
+def test_a_runs_profile_is_kept_and_read_back_figure_for_figure_without_parsing_the_run_again(few, tmp_path,
+                                                                                              monkeypatch):
+    """Attributed and estimated once per run (by its counts, the libraries, the cores and llvm-mca): a rerun reads the
+    profile back from the store, every figure the same."""
+    cell = dataclasses.replace(few, store=Store(tmp_path / "store"))
+    made = measure_threads(cell, tmp_path / "made", 4, cores=(X60,))
+    monkeypatch.setattr(threads_module, "parse_threads", lambda *args: pytest.fail("a kept run was parsed again"))
+    read = measure_threads(cell, tmp_path / "read", 4, cores=(X60,))
+    assert read == made
+    assert any(d.cycles[X60.name] and d.total_workgroups for d in made.dispatches.values()) and made.runtime
 
 
 def test_with_4_threads_more_than_one_thread_takes_workgroups_of_a_dispatch_with_many(many, tmp_path):

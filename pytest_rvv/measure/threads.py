@@ -29,14 +29,14 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from pytest_rvv.base.errors import RvvError
-from pytest_rvv.base.store import Store
+from pytest_rvv.base.store import Store, content_sha, digest, source_digest
 from pytest_rvv.config.cores import Core
 from pytest_rvv.measure.counts import ExecutedCounts, loaded_libraries, walk_blocks
 from pytest_rvv.measure.disassembly import OUTSIDE
 from pytest_rvv.measure.plugin_output import Block, records
 from pytest_rvv.measure.plugin_output import block as block_record
 from pytest_rvv.measure.plugin_run import check_outputs, plugin_run
-from pytest_rvv.measure.silicon import estimate_each
+from pytest_rvv.measure.silicon import estimate_each, find_mca, mca_version
 from pytest_rvv.measure.static import dispatch_key, natural_order
 from pytest_rvv.run.qemu_plugin import build_plugin, plugin_option
 from pytest_rvv.run.recorded import COUNTED
@@ -45,6 +45,7 @@ from pytest_rvv.session import Cell
 
 NAMESPACE = "threads"
 RECIPE = "threads-v2"  # v2: the counter's per-vCPU lines (run/rvv_counter.c), not a plugin of its own
+_SOURCE = source_digest(__file__, "counts.py", "silicon.py", "spills.py")  # what attributes and estimates a run
 
 
 @dataclass
@@ -102,6 +103,16 @@ class DispatchThreads:
     workgroups: dict[int, int] = field(default_factory=dict)  # calls of the dispatch function
     instructions: dict[int, int] = field(default_factory=dict)
     cycles: dict[str, dict[int, int]] = field(default_factory=dict)  # core -> thread -> est. cycles
+
+    def to_json(self) -> dict[str, Any]:
+        """Kept in the store: each per-thread figure as [thread, figure] pairs (JSON keys are strings)."""
+        return {"workgroups": sorted(self.workgroups.items()), "instructions": sorted(self.instructions.items()),
+                "cycles": {core: sorted(row.items()) for core, row in self.cycles.items()}}
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> DispatchThreads:
+        return cls({int(t): n for t, n in row["workgroups"]}, {int(t): n for t, n in row["instructions"]},
+                   {core: {int(t): n for t, n in pairs} for core, pairs in row["cycles"].items()})
 
     @property
     def total_workgroups(self) -> int:
@@ -385,11 +396,32 @@ def measure_threads(cell: Cell, workdir: Path, threads: int, cores: tuple[Core, 
                          key=(str(threads),), output="counts.txt",
                          qemu_args=lambda out: plugin_option(plugin, out, False), what=f"with {threads} threads")
         output, wall_s = run.output, run.wall_s
-    counts = parse_threads(output.read_text(), output)
-    artifact = cell.artifact
     static = runner.runtime.executable if runner.runtime.sysroot is None else None  # a static runtime's symbols
-    dispatches, totals, runtime = attribute_threads(counts, artifact.executables, runner.target.arch, static)
-    if cores:
-        estimate_threads(counts, dispatches, artifact.executables, runner.target.arch, cores, cell.store)
-    return ThreadProfile(threads, counts.vcpus, dispatches, totals, runtime, wall_s,
+    found = _attributed(output, cell.artifact.executables, runner.target.arch, static, cores, cell.store)
+    return ThreadProfile(threads, found["vcpus"], {k: DispatchThreads.from_json(d) for k, d in found["dispatches"]},
+                         _by_thread(found["totals"]), {int(v): row for v, row in found["runtime"]}, wall_s,
                          tuple(c.name for c in cores), static is not None and bool(runtime_functions(static)[0]))
+
+
+def _attributed(output: Path, executables: tuple[Path, ...], arch: str, static: Path | None, cores: tuple[Core, ...],
+                store: Store) -> dict[str, Any]:
+    """``attribute_threads`` and ``estimate_threads`` of a run's counts, kept in the store by the counts, the
+    libraries, the runtime, the cores, llvm-mca and this code: a rerun reads them back instead of parsing and walking
+    every block of every thread again (the kernel step's warm rerun spent most of its time there)."""
+    key = digest(["thread-profile-v1", content_sha(output), *(content_sha(e) for e in executables), arch,
+                  content_sha(static) if static is not None else "", *(repr(c) for c in cores),
+                  mca_version(find_mca()) if cores else "", _SOURCE])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        counts = parse_threads(output.read_text(), output)
+        dispatches, totals, runtime = attribute_threads(counts, executables, arch, static)
+        if cores:
+            estimate_threads(counts, dispatches, executables, arch, cores, store)
+        return {"vcpus": counts.vcpus, "dispatches": [[k, d.to_json()] for k, d in dispatches.items()],
+                "totals": sorted(totals.items()), "runtime": sorted(runtime.items())}
+
+    return store.get_or_build("thread-profiles", key, build).meta
+
+
+def _by_thread(pairs: list[list[int]]) -> dict[int, int]:
+    return {int(vcpu): int(n) for vcpu, n in pairs}

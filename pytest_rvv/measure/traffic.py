@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.process import run_process
+from pytest_rvv.base.store import content_sha, digest, source_digest
 from pytest_rvv.config.cores import CacheHierarchy, cache_hierarchy
 from pytest_rvv.measure.counts import ExecutedCounts, dispatch_at, loaded_libraries
 from pytest_rvv.measure.plugin_output import Block, records
@@ -39,6 +40,7 @@ GUEST_ADDRESS_SPACE = "0x200000000"  # 8 GiB reserved for the guest (QEMU -R)
 KINDS = ("scalar", "unit", "strided", "indexed", "whole")  # scalar, and RVV unit-stride / strided / indexed / whole
 NAMESPACE = "traffic"
 RECIPE = "traffic-v1"
+_SOURCE = source_digest(__file__, "counts.py")  # what attributes a trace
 
 
 @dataclass
@@ -221,9 +223,18 @@ def measure_traffic(cell: Cell, workdir: Path, core: str = "spacemit-x60", per_e
     caches = cache_hierarchy(core)
     runner = cell.given()[0]
     run = _traced_run(cell, workdir, caches, per_element)
-    trace = parse_trace(run.output.read_text(), run.output)
-    dispatches, outside = attribute_traffic(trace, cell.artifact.executables, runner.target.arch)
-    return Traffic(core, caches, dispatches, outside, run.wall_s)
+    executables, arch = cell.artifact.executables, runner.target.arch
+    key = digest(["traffic-attribution-v1", content_sha(run.output), *(content_sha(e) for e in executables), arch,
+                  _SOURCE])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        """Parsed and attributed once per trace and libraries: a rerun reads the sums back."""
+        dispatches, outside = attribute_traffic(parse_trace(run.output.read_text(), run.output), executables, arch)
+        return {"dispatches": [[k, asdict(t)] for k, t in dispatches.items()], "outside": asdict(outside)}
+
+    found = cell.store.get_or_build("traffic-attributions", key, build).meta
+    return Traffic(core, caches, {k: Totals(**t) for k, t in found["dispatches"]}, Totals(**found["outside"]),
+                   run.wall_s)
 
 
 def trace_before_counting(cell: Cell, workdir: Path, core: str) -> None:
