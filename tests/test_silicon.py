@@ -388,7 +388,7 @@ def test_a_runs_threads_are_estimated_each_as_the_run_with_its_own_executions(ke
     cores = [X60, CORES["sifive-p670"]]
     together = silicon.estimate_each(counts, weights, (binary,), "riscv64", cores, Store(tmp_path / "together"))
     for i, (execs, joint) in enumerate(zip(weights, together, strict=True)):
-        run = dataclasses.replace(counts, blocks=[dataclasses.replace(b, execs=n)
+        run = dataclasses.replace(counts, blocks=[b._replace(execs=n)
                                                   for b, n in zip(counts.blocks, execs, strict=True)])
         alone = estimate(run, (binary,), "riscv64", cores, Store(tmp_path / f"alone-{i}"))
         assert {c: (e.dispatches, e.blocks) for c, e in joint.items()} == \

@@ -52,24 +52,11 @@ def _build_c(store: Store, package: str, sources: tuple[str, ...], output: str, 
     texts = {name: files(package).joinpath(name).read_text() for name in sources}
     extra = [repr((flags, libraries, depends))] if flags or libraries or depends else []  # C helpers: their first keys
     key = digest(["c-build-v1", output, str(shared), version_output(Path(cc)), *(texts[n] for n in sources), *extra])
-
-    def build(tmp: Path) -> dict[str, object]:
-        work = tmp / ".src"
-        work.mkdir()
-        try:
-            found = prepare(work) if prepare else []
-            for name, text in texts.items():
-                (work / name).write_text(text)
-            shape = ["-shared", "-fPIC"] if shared else []
-            result = run_process([cc, *shape, "-O2", "-Wall", *flags, *found, "-o", tmp / output, work / sources[0],
-                                  *libraries], timeout_s=600)
-        finally:
-            shutil.rmtree(work)
-        if not result.ok:
-            raise ToolMissing(f"building {output} failed: {first_error(result.stderr)}")
-        return {"cc": cc, **({"depends": list(depends)} if depends else {})}
-
-    return store.get_or_build("c-builds", key, build).file(output)
+    shape = ["-shared", "-fPIC"] if shared else []
+    return _compiled(store, key, texts, output, output,
+                     lambda work, found: [cc, *shape, "-O2", "-Wall", *flags, *found, "-o", work.parent / output,
+                                          work / sources[0], *libraries],
+                     {"cc": cc, **({"depends": list(depends)} if depends else {})}, prepare)
 
 
 def build_riscv64_static(store: Store, source: str, output: str, purpose: str, march: str = "rv64gc") -> Path:
@@ -81,17 +68,31 @@ def build_riscv64_static(store: Store, source: str, output: str, purpose: str, m
         raise ToolMissing(f"clang-22 not found (it builds {purpose}): apt-get install clang-22 "
                           "(or bash scripts/setup.sh system)")
     key = digest(["riscv64-static-v1", output, source, version_output(clang), *([march] if march != "rv64gc" else [])])
+    return _compiled(store, key, {f"{output}.c": source}, output, purpose,
+                     lambda work, _: [str(clang), "--target=riscv64-linux-gnu", f"-march={march}", "-O2", "-static",
+                                      "-o", work.parent / output, work / f"{output}.c"],
+                     {"clang": str(clang)}, hint=" (apt-get install libc6-dev-riscv64-cross)")
+
+
+def _compiled(store: Store, key: str, texts: dict[str, str], output: str, what: str,
+              command: Callable[[Path, list[str]], list[str | Path]], meta: dict[str, object],
+              prepare: Prepare | None = None, hint: str = "") -> Path:
+    """The ``c-builds`` entry ``key``: ``texts`` written into a build folder (after ``prepare``), ``command`` (given
+    that folder and the flags ``prepare`` gave) run there to write ``output`` beside it; its failure is one line naming
+    ``what``, and leaves no entry."""
 
     def build(tmp: Path) -> dict[str, object]:
         work = tmp / ".src"
         work.mkdir()
-        (work / f"{output}.c").write_text(source)
-        result = run_process([str(clang), "--target=riscv64-linux-gnu", f"-march={march}", "-O2", "-static", "-o",
-                              tmp / output, work / f"{output}.c"], timeout_s=300)
-        shutil.rmtree(work)
+        try:
+            found = prepare(work) if prepare else []
+            for name, text in texts.items():
+                (work / name).write_text(text)
+            result = run_process(command(work, found), timeout_s=600)
+        finally:
+            shutil.rmtree(work)
         if not result.ok:
-            raise ToolMissing(f"building {purpose} failed: {first_error(result.stderr)} "
-                              "(apt-get install libc6-dev-riscv64-cross)")
-        return {"clang": str(clang)}
+            raise ToolMissing(f"building {what} failed: {first_error(result.stderr)}{hint}")
+        return meta
 
     return store.get_or_build("c-builds", key, build).file(output)
