@@ -263,6 +263,9 @@ def test_a_traces_traffic_is_kept_and_read_back_figure_for_figure_without_parsin
     kernel = next(c for c in kernels({}, "64x64x64,f32", BUILTIN_TARGETS).cells if c.path == "mmt4d")
     cell = session.cell(kernel.model, kernel.target, session.runner(kernel.target))
     made = measure_traffic(cell, tmp_path / "made")
+    [trace] = (tmp_path / "cache" / traffic.NAMESPACE).glob("*/*/trace.txt")
+    assert (made.dispatches, made.outside) == traffic.attribute_traffic(traffic.parse_trace(trace.read_text(), trace),
+                                                                        cell.artifact.executables, "riscv64")
     monkeypatch.setattr(traffic, "parse_trace", lambda *args: pytest.fail("a kept trace was parsed again"))
     read = measure_traffic(cell, tmp_path / "read")
     assert read == made

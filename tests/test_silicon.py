@@ -15,6 +15,7 @@ from pytest_rvv.base.errors import ConfigError, ToolMissing
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.cores import CORES
 from pytest_rvv.config.targets import BUILTIN_TARGETS, target_from_table
+from pytest_rvv.measure import mca_driver as mca_driver_module
 from pytest_rvv.measure import silicon
 from pytest_rvv.measure.counts import ExecutedCounts
 from pytest_rvv.measure.mca_driver import mca_driver
@@ -299,15 +300,16 @@ def test_a_scalar_part_the_driver_cannot_parse_goes_to_llvm_mca_which_drops_and_
     assert silicon.region_cycles(mca, X60, ordered, driver)[1] == 1
 
 
-def test_the_driver_is_built_once_per_machine_in_the_tools_folder_and_a_fresh_cache_builds_none(mca, driver, tmp_path):
+def test_the_driver_is_built_once_per_machine_in_the_tools_folder_and_a_fresh_cache_builds_none(mca, driver, tmp_path,
+                                                                                                 monkeypatch):
     """Every cache of the machine estimates with the tools folder's driver: the first estimate of a new cache (a user's
-    second project, a CI runner's empty cache) fetches and compiles nothing."""
-    assert driver.is_relative_to(USER_TOOLS)
+    second project, a CI runner's empty cache), in a new process, fetches and compiles nothing."""
+    monkeypatch.setattr(mca_driver_module, "_BUILT", {})  # a new process: nothing remembered
+    monkeypatch.setattr(mca_driver_module, "run_process", lambda *args, **kw: pytest.fail("the driver was built again"))
     fresh = tmp_path / "fresh-cache"
     cycles, _, cached = silicon.block_cycles([VECTOR, *SCALAR[:2]], X60, Store(fresh))
     assert len(cycles) == 3 and not cached
-    assert sorted(p.name for p in fresh.iterdir()) == ["silicon"]
-
+    assert mca_driver() == driver and sorted(p.name for p in fresh.iterdir()) == ["silicon"]
 
 def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))

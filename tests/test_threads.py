@@ -112,6 +112,13 @@ def test_a_runs_profile_is_kept_and_read_back_figure_for_figure_without_parsing_
     profile back from the store, every figure the same."""
     cell = dataclasses.replace(few, store=Store(tmp_path / "store"))
     made = measure_threads(cell, tmp_path / "made", 4, cores=(X60,))
+    [output] = (tmp_path / "store" / NAMESPACE).glob("*/*/counts.txt")  # the 4-thread run, kept in this store
+    counts = threads_module.parse_threads(output.read_text(), output)
+    runner = cell.given()[0]
+    static = runner.runtime.executable if runner.runtime.sysroot is None else None
+    dispatches, totals, runtime = threads_module.attribute_threads(counts, cell.artifact.executables, "riscv64", static)
+    threads_module.estimate_threads(counts, dispatches, cell.artifact.executables, "riscv64", (X60,), cell.store)
+    assert (made.vcpus, made.dispatches, made.totals, made.runtime) == (counts.vcpus, dispatches, totals, runtime)
     monkeypatch.setattr(threads_module, "parse_threads", lambda *args: pytest.fail("a kept run was parsed again"))
     read = measure_threads(cell, tmp_path / "read", 4, cores=(X60,))
     assert read == made

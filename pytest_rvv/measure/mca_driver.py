@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 
 from pytest_rvv.base.cbuild import build_c
-from pytest_rvv.base.errors import ToolMissing
+from pytest_rvv.base.errors import StorageFault, ToolMissing
 from pytest_rvv.base.process import run_process
 from pytest_rvv.base.store import Store
 from pytest_rvv.config.settings import default_tools_dir
@@ -45,7 +45,7 @@ def mca_driver(tools_dir: Path | None = None) -> Path | None:
     if tools not in _BUILT or (known is not None and not known.is_file()):
         try:
             _BUILT[tools] = known = _build(Store(tools))
-        except ToolMissing:
+        except (ToolMissing, StorageFault):  # a tools folder it cannot be written into: llvm-mca reads every region
             _BUILT[tools] = known = None
     return known
 

@@ -37,6 +37,8 @@ def records(text: str, source: Path, plugin: str) -> tuple[str, Iterator[list[st
 
 
 def block(fields: list[str]) -> Block:
-    """A ``tb`` record's block."""
+    """A ``tb`` record's block (a ValueError for a line cut short, as for one that does not parse)."""
+    if len(fields) < 7:
+        raise ValueError(f"a tb record has 7 or 8 fields: {' '.join(fields)}")
     return Block(int(fields[1], 16), int(fields[2]), int(fields[3]), int(fields[4]), int(fields[5]), int(fields[6]),
                  bytes.fromhex(fields[7]) if len(fields) > 7 else b"")  # by index: millions per rerun

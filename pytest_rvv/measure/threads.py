@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -417,8 +418,9 @@ def _attributed(output: Path, executables: tuple[Path, ...], arch: str, static: 
         dispatches, totals, runtime = attribute_threads(counts, executables, arch, static)
         if cores:
             estimate_threads(counts, dispatches, executables, arch, cores, store)
-        return {"vcpus": counts.vcpus, "dispatches": [[k, d.to_json()] for k, d in dispatches.items()],
+        made = {"vcpus": counts.vcpus, "dispatches": [[k, d.to_json()] for k, d in dispatches.items()],
                 "totals": sorted(totals.items()), "runtime": sorted(runtime.items())}
+        return json.loads(json.dumps(made, sort_keys=True))  # as the store keeps it: a rerun reads the same
 
     return store.get_or_build("thread-profiles", key, build).meta
 
