@@ -22,8 +22,9 @@ from pytest_rvv.base.store import Store
 from pytest_rvv.comparison.record import ComparisonRecord, PerCall
 from pytest_rvv.config.settings import default_cache_dir
 from pytest_rvv.config.targets import BUILTIN_TARGETS
+from pytest_rvv.measure import peers as peers_module
 from pytest_rvv.measure.counts import parse
-from pytest_rvv.measure.peers import PeerRow, by_library
+from pytest_rvv.measure.peers import PeerRow, by_library, kept_by_library
 from pytest_rvv.report.peers import (
     PUBLISHED,
     STUDIES_TITLE,
@@ -89,6 +90,20 @@ def test_a_call_s_work_is_the_same_each_call_and_leaves_session_creation_out(tmp
                                             for kind in (COUNTED_ONE, COUNTED_TWO))
     assert sum(two.values()) - sum(one.values()) == second  # exact from run to run: what the snapshot holds
     assert vector_two - vector_one == 0  # Debian's rv64gc build: no vector instruction in a call
+
+
+def test_a_counted_runs_work_per_library_is_kept_and_read_back_without_parsing_the_run_again(tmp_path: Path,
+                                                                                              monkeypatch):
+    """Summed once per counted run and code ranges: a rerun reads each library's instructions back, the same."""
+    runner = runner_for("rv64gc")
+    model = mlp_model(tmp_path / "model.onnx")
+    inputs = [np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32)]
+    run = PeerRuns(Store(default_cache_dir()), None).run(COUNTED_ONE, runner, model, inputs, 1, "all")
+    store = Store(tmp_path / "kept")
+    made = kept_by_library(run, store)
+    assert made == by_library(run) and len(made[0]) > 1
+    monkeypatch.setattr(peers_module, "parse", lambda *args: pytest.fail("a kept run was parsed again"))
+    assert kept_by_library(run, store) == made
 
 
 def test_no_cache_emulates_the_peers_runs_again_and_keeps_none_of_them(tmp_path: Path):

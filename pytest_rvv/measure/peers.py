@@ -57,6 +57,7 @@ CORE = "spacemit-x60"  # the modelled core of the table's est. ms column
 TOP = 3  # IREE dispatches named as what makes the difference
 UNMAPPED = "(unmapped)"
 _SOURCE = source_digest(__file__, "silicon.py")  # the estimate's method (block_cycles) is part of its key
+_LIBRARIES_SOURCE = source_digest(__file__, "counts.py")  # by_library and the counts' parser
 # instructions llvm-mca's RISC-V models have no scheduling class for (it refuses the input): left out of their block
 _UNSCHEDULED = ("fence", "ebreak", "unimp")
 _OBJDUMP_LINE = re.compile(r"^\s*([0-9a-f]+):\t(\S+)(?:\t(.*))?$")  # as measure/disassembly.py reads objdump
@@ -381,6 +382,21 @@ def by_library(run: RecordedPeerRun) -> tuple[dict[str, int], int]:
     return libraries, vector
 
 
+def kept_by_library(run: RecordedPeerRun, store: Store) -> tuple[dict[str, int], int]:
+    """``by_library``, kept in the store by the run's counts, its files' code ranges and the code that sums them: a
+    peer's counted run holds some 80,000 blocks, which a rerun no longer parses."""
+    assert run.counts is not None
+    key = digest(["peer-libraries-v1", content_sha(run.counts), json.dumps(run.code, sort_keys=True),
+                  _LIBRARIES_SOURCE])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        libraries, vector = by_library(run)
+        return {"libraries": libraries, "vector": vector}
+
+    meta = store.get_or_build("peer-libraries", key, build).meta
+    return dict(meta["libraries"]), int(meta["vector"])
+
+
 def measure_peer(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs: PeerRuns,
                  estimated: bool = False, own: str = "") -> PeerWork:
     """The peer on the model's prepared file and seeded inputs (the oracle's, as IREE's cell): agreement (one call),
@@ -393,7 +409,7 @@ def measure_peer(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs:
     agreement, = peer_agreement([plain.outputs], oracle, model, runner)
     checked = CheckedRun(model.name, runner.target.name, agreement, f" ({runner.describe()})", plain.repro)
     counted = [runs.run(kind, *args) for kind in (COUNTED_ONE, COUNTED_TWO)]
-    (one, vector_one), (two, vector_two) = (by_library(run) for run in counted)
+    (one, vector_one), (two, vector_two) = (kept_by_library(run, runs.store) for run in counted)
     libraries = {name: two.get(name, 0) - one.get(name, 0) for name in {*one, *two}}
     per_call = sum(libraries.values())
     # on CORE only where the target's code would run there as it ran here (its VLEN: a peer's vector code iterates
