@@ -266,9 +266,11 @@ def test_a_traces_traffic_is_kept_and_read_back_figure_for_figure_without_parsin
     [trace] = (tmp_path / "cache" / traffic.NAMESPACE).glob("*/*/trace.txt")
     assert (made.dispatches, made.outside) == traffic.attribute_traffic(traffic.parse_trace(trace.read_text(), trace),
                                                                         cell.artifact.executables, "riscv64")
+    total = traffic.kept_total(trace, cell.store)  # a whole run's sum (the peers' traced runs)
+    assert total == traffic.parse_trace(trace.read_text(), trace).total() and total.l1_misses
     monkeypatch.setattr(traffic, "parse_trace", lambda *args: pytest.fail("a kept trace was parsed again"))
     read = measure_traffic(cell, tmp_path / "read")
-    assert read == made
+    assert read == made and traffic.kept_total(trace, cell.store) == total
     assert any(t.l1_misses and t.loaded for t in made.dispatches.values()) and made.outside.accesses
 
 

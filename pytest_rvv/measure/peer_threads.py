@@ -38,7 +38,7 @@ from pytest_rvv.measure.peers import (
 from pytest_rvv.measure.silicon import find_mca, mca_version
 from pytest_rvv.measure.static import share
 from pytest_rvv.measure.threads import measure_threads, parse_threads
-from pytest_rvv.measure.traffic import Totals, measure_traffic, parse_trace
+from pytest_rvv.measure.traffic import Totals, kept_total, measure_traffic
 from pytest_rvv.measure.walltime import DispatchWall, dispatch_wall, estimate_cell
 from pytest_rvv.model.model import Model
 from pytest_rvv.run.peer import COUNTED_ONE, COUNTED_TWO, TRACED_ONE, TRACED_ZERO, PeerRuns, RecordedPeerRun
@@ -160,12 +160,8 @@ def peer_traffic(model: Model, oracle: Oracle, runner: EmulatedPeerRunner, runs:
     if not agreement.ok:
         raise RvvError(f"{model.name} on {runner.target.name}: {runner.describe()} disagrees with onnxruntime in "
                        f"the traced run\n{agreement.report()}")
-    totals = []
-    for run in (zero, one):
-        assert run.counts is not None
-        trace = parse_trace(run.counts.read_text(), run.counts)
-        totals.append(trace.total())
-    return totals[1].less(totals[0]), caches.l1d.line
+    assert zero.counts is not None and one.counts is not None
+    return kept_total(one.counts, runs.store).less(kept_total(zero.counts, runs.store)), caches.l1d.line
 
 
 def peer_wall(thread_cycles: list[float], traffic: Totals, line: int) -> DispatchWall:

@@ -24,7 +24,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from pytest_rvv.base.errors import RvvError
 from pytest_rvv.base.process import run_process
-from pytest_rvv.base.store import content_sha, digest, source_digest
+from pytest_rvv.base.store import Store, content_sha, digest, source_digest
 from pytest_rvv.config.cores import CacheHierarchy, cache_hierarchy
 from pytest_rvv.measure.counts import ExecutedCounts, dispatch_at, loaded_libraries
 from pytest_rvv.measure.plugin_output import Block, records
@@ -141,6 +141,13 @@ def parse_trace(text: str, source: Path) -> Trace:
             trace.insns[vaddr] = trace.insns[vaddr].add(row) if vaddr in trace.insns else row
     return trace
 
+
+def kept_total(trace: Path, store: Store) -> Totals:
+    """The traffic of every instruction of a traced run's ``trace`` (``Trace.total``), kept in the store by the trace
+    and the code that reads it: a rerun reads the sums back instead of parsing the trace."""
+    key = digest(["trace-total-v1", content_sha(trace), _SOURCE])
+    found = store.get_or_build("trace-totals", key, lambda tmp: asdict(parse_trace(trace.read_text(), trace).total()))
+    return Totals(**found.meta)
 
 def by_symbol(trace: Trace, elf: Path, names: Iterable[str]) -> dict[str, Totals]:
     """The traffic of each named function of a static (non-PIE) program, by its symbol's address range."""
