@@ -200,8 +200,9 @@ class Store:
     ) -> Entry:
         """Return the entry for ``key``, building it with ``build(tmpdir) -> meta`` if needed.
 
-        ``build`` writes its files into ``tmpdir`` and returns JSON-able metadata. If it raises,
-        nothing is published and the exception propagates.
+        ``build`` writes its files into ``tmpdir`` and returns JSON-able metadata, which the entry then holds as
+        the manifest keeps it (keys sorted, tuples as lists: the same on the run that builds it as on every later one).
+        If it raises, nothing is published and the exception propagates.
         """
         found = self.lookup(namespace, key)
         if found is not None:
@@ -235,13 +236,13 @@ class Store:
                     for p in sorted(tmp.rglob("*"))
                     if p.is_file() and p.name != MANIFEST
                 }
-                manifest = {"key": key, "files": files, "meta": meta}
-                (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+                text = json.dumps({"key": key, "files": files, "meta": meta}, indent=1, sort_keys=True)
+                (tmp / MANIFEST).write_text(text)
                 os.rename(tmp, final)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
-            return Entry(final, key, meta, created=True)
+            return Entry(final, key, json.loads(text)["meta"], created=True)  # as a later lookup reads it
 
 
 def _verified_meta(path: Path) -> dict[str, Any] | None:

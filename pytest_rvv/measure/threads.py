@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -400,7 +399,7 @@ def measure_threads(cell: Cell, workdir: Path, threads: int, cores: tuple[Core, 
     static = runner.runtime.executable if runner.runtime.sysroot is None else None  # a static runtime's symbols
     found = _attributed(output, cell.artifact.executables, runner.target.arch, static, cores, cell.store)
     return ThreadProfile(threads, found["vcpus"], {k: DispatchThreads.from_json(d) for k, d in found["dispatches"]},
-                         _by_thread(found["totals"]), {int(v): row for v, row in found["runtime"]}, wall_s,
+                         {int(v): n for v, n in found["totals"]}, {int(v): row for v, row in found["runtime"]}, wall_s,
                          tuple(c.name for c in cores), static is not None and bool(runtime_functions(static)[0]))
 
 
@@ -418,12 +417,7 @@ def _attributed(output: Path, executables: tuple[Path, ...], arch: str, static: 
         dispatches, totals, runtime = attribute_threads(counts, executables, arch, static)
         if cores:
             estimate_threads(counts, dispatches, executables, arch, cores, store)
-        made = {"vcpus": counts.vcpus, "dispatches": [[k, d.to_json()] for k, d in dispatches.items()],
+        return {"vcpus": counts.vcpus, "dispatches": [[k, d.to_json()] for k, d in dispatches.items()],
                 "totals": sorted(totals.items()), "runtime": sorted(runtime.items())}
-        return json.loads(json.dumps(made, sort_keys=True))  # as the store keeps it: a rerun reads the same
 
     return store.get_or_build("thread-profiles", key, build).meta
-
-
-def _by_thread(pairs: list[list[int]]) -> dict[int, int]:
-    return {int(vcpu): int(n) for vcpu, n in pairs}

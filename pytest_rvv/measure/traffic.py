@@ -149,6 +149,7 @@ def kept_total(trace: Path, store: Store) -> Totals:
     found = store.get_or_build("trace-totals", key, lambda tmp: asdict(parse_trace(trace.read_text(), trace).total()))
     return Totals(**found.meta)
 
+
 def by_symbol(trace: Trace, elf: Path, names: Iterable[str]) -> dict[str, Totals]:
     """The traffic of each named function of a static (non-PIE) program, by its symbol's address range."""
     wanted, ranges = set(names), {}
