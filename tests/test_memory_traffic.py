@@ -17,7 +17,7 @@ from pytest_rvv.config.cores import CACHES, CacheHierarchy, CacheLevel, cache_hi
 from pytest_rvv.config.kernels import kernels
 from pytest_rvv.config.settings import Settings
 from pytest_rvv.config.targets import BUILTIN_TARGETS
-from pytest_rvv.measure import traffic
+from pytest_rvv.measure import traffic as traffic_module
 from pytest_rvv.measure.traffic import by_symbol, measure_traffic, trace_program
 from pytest_rvv.run.qemu import find_qemu
 from pytest_rvv.run.qemu_plugin import build_memtrace_plugin, check_plugin_support
@@ -263,14 +263,15 @@ def test_a_traces_traffic_is_kept_and_read_back_figure_for_figure_without_parsin
     kernel = next(c for c in kernels({}, "64x64x64,f32", BUILTIN_TARGETS).cells if c.path == "mmt4d")
     cell = session.cell(kernel.model, kernel.target, session.runner(kernel.target))
     made = measure_traffic(cell, tmp_path / "made")
-    [trace] = (tmp_path / "cache" / traffic.NAMESPACE).glob("*/*/trace.txt")
-    assert (made.dispatches, made.outside) == traffic.attribute_traffic(traffic.parse_trace(trace.read_text(), trace),
-                                                                        cell.artifact.executables, "riscv64")
-    total = traffic.kept_total(trace, cell.store)  # a whole run's sum (the peers' traced runs)
-    assert total == traffic.parse_trace(trace.read_text(), trace).total() and total.l1_misses
-    monkeypatch.setattr(traffic, "parse_trace", lambda *args: pytest.fail("a kept trace was parsed again"))
+    [trace] = (tmp_path / "cache" / traffic_module.NAMESPACE).glob("*/*/trace.txt")
+    parsed = traffic_module.parse_trace(trace.read_text(), trace)
+    assert (made.dispatches, made.outside) == traffic_module.attribute_traffic(parsed, cell.artifact.executables,
+                                                                               "riscv64")
+    total = traffic_module.kept_total(trace, cell.store)  # a whole run's sum (the peers' traced runs)
+    assert total == parsed.total() and total.l1_misses
+    monkeypatch.setattr(traffic_module, "parse_trace", lambda *args: pytest.fail("a kept trace was parsed again"))
     read = measure_traffic(cell, tmp_path / "read")
-    assert read == made and traffic.kept_total(trace, cell.store) == total
+    assert read == made and traffic_module.kept_total(trace, cell.store) == total
     assert any(t.l1_misses and t.loaded for t in made.dispatches.values()) and made.outside.accesses
 
 

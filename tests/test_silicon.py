@@ -311,6 +311,7 @@ def test_the_driver_is_built_once_per_machine_in_the_tools_folder_and_a_fresh_ca
     assert len(cycles) == 3 and not cached
     assert mca_driver() == driver and sorted(p.name for p in fresh.iterdir()) == ["silicon"]
 
+
 def test_llvm_mca_runs_share_the_cpus_among_xdist_workers_and_never_fewer_than_two(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     for workers, jobs in (("1", 64), ("16", 4), ("64", 2), ("", 64)):
